@@ -1,0 +1,1 @@
+//! Firewall rules: ipMasq (iptables and nftables backends) and macspoofchk.

@@ -1,0 +1,6 @@
+//! Linux kernel work shared by the plugins and the tests. Nothing else in the
+//! workspace talks netlink, writes sysctls or runs firewall tools.
+
+pub mod firewall;
+pub mod netlink;
+pub mod sysctl;

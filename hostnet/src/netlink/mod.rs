@@ -1,0 +1,1 @@
+//! Netlink access (rtnetlink). Owned by the netlink work.

@@ -1,0 +1,1 @@
+//! Sysctl reads and writes.
