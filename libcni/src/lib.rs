@@ -1,1 +1,14 @@
-pub fn placeholder() {}
+//! libcni: the CNI protocol (types, versions, errors, skel, invoke, netns) and the
+//! runtime side (conflist loading, list operations, result cache).
+
+pub mod args;
+pub mod error;
+pub mod invoke;
+pub mod netns;
+pub mod skel;
+pub mod testutil;
+pub mod types;
+pub mod version;
+
+pub use error::Error;
+pub use types::CniResult;

@@ -1,0 +1,168 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+/// A directory of small shell-script plugins, removed on drop.
+struct PluginDir(PathBuf);
+
+impl PluginDir {
+    fn new(tag: &str) -> PluginDir {
+        let dir = std::env::temp_dir().join(format!("libcni-invoke-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        PluginDir(dir)
+    }
+
+    fn plugin(&self, name: &str, script: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+}
+
+impl Drop for PluginDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn find_in_path_rules() {
+    let d = PluginDir::new("find");
+    let other = PluginDir::new("find-other");
+    d.plugin("p", "true");
+    std::fs::create_dir(other.0.join("p")).unwrap(); // a directory is not a plugin
+    let found = find_in_path("p", &[other.0.clone(), d.0.clone()]).unwrap();
+    assert_eq!(found, d.0.join("p"));
+    assert_eq!(
+        find_in_path("", std::slice::from_ref(&d.0))
+            .unwrap_err()
+            .msg,
+        "no plugin name provided"
+    );
+    assert!(
+        find_in_path("../p", std::slice::from_ref(&d.0))
+            .unwrap_err()
+            .msg
+            .starts_with("invalid plugin name")
+    );
+    assert_eq!(find_in_path("p", &[]).unwrap_err().msg, "no paths provided");
+    let e = find_in_path("missing", std::slice::from_ref(&d.0)).unwrap_err();
+    assert_eq!(
+        e.msg,
+        format!(
+            "failed to find plugin \"missing\" in path [{}]",
+            d.0.display()
+        )
+    );
+}
+
+#[test]
+fn passes_env_and_stdin_and_returns_result() {
+    let d = PluginDir::new("result");
+    // Echoes stdin's cniVersion-less result and proves it saw the env.
+    let p = d.plugin(
+        "p",
+        r#"read -r line; [ "$CNI_COMMAND" = ADD ] || exit 3
+echo '{"ips":[{"address":"10.0.0.2/24","gateway":"10.0.0.1"}]}'"#,
+    );
+    let r = exec_plugin_with_result(
+        &p,
+        b"{\"cniVersion\":\"0.4.0\",\"name\":\"n\"}\n",
+        &[("CNI_COMMAND", "ADD")],
+    )
+    .unwrap();
+    assert_eq!(r.cni_version, "0.4.0");
+    assert_eq!(r.ips[0].gateway.unwrap().to_string(), "10.0.0.1");
+}
+
+#[test]
+fn returns_plugin_error_json_unchanged() {
+    let d = PluginDir::new("errjson");
+    let p = d.plugin(
+        "p",
+        r#"echo '{"code":11,"msg":"try later","details":"busy"}'; exit 1"#,
+    );
+    let e = exec_plugin(&p, b"{}", &[]).unwrap_err();
+    assert_eq!(e, Error::new(11, "try later").with_details("busy"));
+}
+
+#[test]
+fn clear_errors_for_empty_and_garbage_output() {
+    let d = PluginDir::new("garbage");
+    let silent = d.plugin("silent", "exit 2");
+    assert_eq!(
+        exec_plugin(&silent, b"{}", &[]).unwrap_err().msg,
+        "netplugin failed with no error message: exit status: 2"
+    );
+    let talks = d.plugin("talks", "echo oops >&2; exit 1");
+    assert_eq!(
+        exec_plugin(&talks, b"{}", &[]).unwrap_err().msg,
+        "netplugin failed: \"oops\": exit status: 1"
+    );
+    let garbage = d.plugin("garbage", "echo 'not json'; exit 1");
+    assert!(
+        exec_plugin(&garbage, b"{}", &[])
+            .unwrap_err()
+            .msg
+            .starts_with(
+                "netplugin failed but error parsing its diagnostic message \"not json\\n\""
+            )
+    );
+    let empty_ok = d.plugin("empty", "exit 0");
+    assert_eq!(
+        exec_plugin_with_result(&empty_ok, b"{}", &[])
+            .unwrap_err()
+            .code,
+        6
+    );
+    let bad_ok = d.plugin("bad", "echo '{\"ips\":7}'");
+    assert!(
+        exec_plugin_with_result(&bad_ok, br#"{"cniVersion":"1.0.0"}"#, &[])
+            .unwrap_err()
+            .msg
+            .contains("invalid result")
+    );
+}
+
+#[test]
+fn missing_plugin_binary() {
+    let e = exec_plugin(Path::new("/nonexistent/plugin"), b"{}", &[]).unwrap_err();
+    assert!(
+        e.msg.starts_with("failed to execute /nonexistent/plugin"),
+        "{}",
+        e.msg
+    );
+}
+
+#[test]
+fn delegate_overrides_only_the_command() {
+    let d = PluginDir::new("delegate");
+    d.plugin(
+        "ipam",
+        r#"[ "$CNI_COMMAND" = DEL ] && [ "$DELEGATE_MARK" = kept ] || exit 5"#,
+    );
+    // The child inherits our environment: set a marker only for this process's children.
+    // SAFETY: tests in this module do not read DELEGATE_MARK concurrently.
+    unsafe { std::env::set_var("DELEGATE_MARK", "kept") };
+    let path = d.0.display().to_string();
+    let del = Delegate {
+        plugin_type: "ipam",
+        cni_path: &path,
+        netconf: b"{}",
+    };
+    del.run("DEL").unwrap();
+    assert!(del.run("CHECK").is_err());
+    let missing = Delegate {
+        plugin_type: "nope",
+        cni_path: &path,
+        netconf: b"{}",
+    };
+    assert!(
+        missing
+            .run("DEL")
+            .unwrap_err()
+            .msg
+            .starts_with("failed to find plugin \"nope\"")
+    );
+}

@@ -1,0 +1,353 @@
+//! The plugin entry point: env + stdin -> verb -> stdout, with every rule of Go's skel
+//! (which env vars each verb needs, name/containerID/ifname validation, version gates,
+//! the error JSON and exit status 1). Env and IO are injectable for tests.
+
+use crate::error::{Error, code};
+use crate::types::CniResult;
+use crate::version;
+use std::io::{Read, Write};
+
+/// What a plugin gets for one call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CmdArgs {
+    pub container_id: String,
+    pub netns: String,
+    pub ifname: String,
+    /// Raw CNI_ARGS; see [`crate::args`].
+    pub args: String,
+    /// Raw CNI_PATH (`:`-separated).
+    pub path: String,
+    pub stdin_data: Vec<u8>,
+    /// The config's `cniVersion` (empty in the config reads as 0.1.0).
+    pub config_version: String,
+}
+
+impl CmdArgs {
+    pub fn cni_paths(&self) -> Vec<std::path::PathBuf> {
+        std::env::split_paths(&self.path)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect()
+    }
+}
+
+/// A plugin's verbs. ADD returns its result; skel prints it at the config's version.
+pub trait Plugin {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error>;
+    fn del(&self, args: &CmdArgs) -> Result<(), Error>;
+    fn check(&self, args: &CmdArgs) -> Result<(), Error>;
+    fn status(&self, args: &CmdArgs) -> Result<(), Error>;
+    fn gc(&self, args: &CmdArgs) -> Result<(), Error>;
+}
+
+/// Where a call's input comes from and its output goes.
+pub struct Io<'a> {
+    pub getenv: &'a dyn Fn(&str) -> Option<String>,
+    pub stdin: &'a mut dyn Read,
+    pub stdout: &'a mut dyn Write,
+    pub stderr: &'a mut dyn Write,
+}
+
+/// Runs the plugin on the real process env and stdio, then exits with its status.
+pub fn plugin_main(plugin: &dyn Plugin, about: &str) -> ! {
+    let getenv = |k: &str| std::env::var(k).ok();
+    let (mut stdin, mut stdout, mut stderr) =
+        (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    let status = run(
+        plugin,
+        about,
+        Io {
+            getenv: &getenv,
+            stdin: &mut stdin,
+            stdout: &mut stdout,
+            stderr: &mut stderr,
+        },
+    );
+    std::process::exit(status)
+}
+
+/// One plugin invocation; returns the exit status (0, or 1 after printing the error JSON).
+pub fn run(plugin: &dyn Plugin, about: &str, io: Io<'_>) -> i32 {
+    match dispatch(plugin, about, io.getenv, io.stdin, io.stdout, io.stderr) {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(io.stdout, "{}", e.to_json());
+            1
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Verb {
+    Add,
+    Del,
+    Check,
+    Status,
+    Gc,
+    Version,
+}
+
+impl Verb {
+    fn parse(s: &str) -> Option<Verb> {
+        Some(match s {
+            "ADD" => Verb::Add,
+            "DEL" => Verb::Del,
+            "CHECK" => Verb::Check,
+            "STATUS" => Verb::Status,
+            "GC" => Verb::Gc,
+            "VERSION" => Verb::Version,
+            _ => return None,
+        })
+    }
+
+    /// Whether this verb needs the variable (CNI_COMMAND is always needed).
+    fn requires(self, var: &str) -> bool {
+        use Verb::*;
+        match var {
+            "CNI_CONTAINERID" | "CNI_IFNAME" => matches!(self, Add | Del | Check),
+            "CNI_NETNS" => matches!(self, Add | Check),
+            "CNI_PATH" => matches!(self, Add | Del | Check | Status | Gc),
+            _ => false,
+        }
+    }
+
+    /// The lowest config version that may use this verb.
+    fn min_config_version(self) -> Option<&'static str> {
+        match self {
+            Verb::Check => Some("0.4.0"),
+            Verb::Status | Verb::Gc => Some("1.1.0"),
+            _ => None,
+        }
+    }
+}
+
+const ENV_VARS: [&str; 5] = [
+    "CNI_COMMAND",
+    "CNI_CONTAINERID",
+    "CNI_NETNS",
+    "CNI_IFNAME",
+    "CNI_PATH",
+];
+
+fn dispatch(
+    plugin: &dyn Plugin,
+    about: &str,
+    getenv: &dyn Fn(&str) -> Option<String>,
+    stdin: &mut dyn Read,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<(), Error> {
+    let env = |k: &str| getenv(k).unwrap_or_default();
+    let command = env("CNI_COMMAND");
+    if command.is_empty() && !about.is_empty() {
+        let _ = writeln!(stderr, "{about}");
+        let _ = writeln!(
+            stderr,
+            "CNI protocol versions supported: {}",
+            version::SUPPORTED.join(", ")
+        );
+        return Ok(());
+    }
+    let verb = Verb::parse(&command);
+    let missing: Vec<&str> = ENV_VARS
+        .iter()
+        .copied()
+        .filter(|v| {
+            env(v).is_empty() && (*v == "CNI_COMMAND" || verb.is_some_and(|verb| verb.requires(v)))
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::invalid_env(format!(
+            "required env variables [{}] missing",
+            missing.join(",")
+        )));
+    }
+    if verb == Some(Verb::Version) {
+        // stdin is ignored for VERSION, as in Go.
+        return stdout
+            .write_all(version::version_json().as_bytes())
+            .map_err(|e| Error::new(code::IO_FAILURE, e.to_string()));
+    }
+    let mut stdin_data = Vec::new();
+    stdin
+        .read_to_end(&mut stdin_data)
+        .map_err(|e| Error::new(code::IO_FAILURE, format!("error reading from stdin: {e}")))?;
+    validate_config_name(&stdin_data)?;
+    let Some(verb) = verb else {
+        return Err(Error::invalid_env(format!(
+            "unknown CNI_COMMAND: {command}"
+        )));
+    };
+    let args = CmdArgs {
+        container_id: env("CNI_CONTAINERID"),
+        netns: env("CNI_NETNS"),
+        ifname: env("CNI_IFNAME"),
+        args: env("CNI_ARGS"),
+        path: env("CNI_PATH"),
+        config_version: config_version(&stdin_data)?,
+        stdin_data,
+    };
+    if verb.requires("CNI_CONTAINERID") {
+        validate_container_id(&args.container_id)?;
+        validate_ifname(&args.ifname)?;
+    }
+    check_version(verb, &args.config_version)?;
+    if matches!(verb, Verb::Add | Verb::Del | Verb::Check)
+        && !netns_override(&env("CNI_NETNS_OVERRIDE"))
+    {
+        refuse_own_netns(&args.netns)?;
+    }
+    match verb {
+        Verb::Add => {
+            let result = plugin.add(&args)?;
+            let json = result.to_json(&args.config_version)?;
+            stdout
+                .write_all(json.as_bytes())
+                .map_err(|e| Error::new(code::IO_FAILURE, e.to_string()))
+        }
+        Verb::Del => plugin.del(&args),
+        Verb::Check => plugin.check(&args),
+        Verb::Status => plugin.status(&args),
+        Verb::Gc => plugin.gc(&args),
+        Verb::Version => unreachable!("handled above"),
+    }
+}
+
+fn config_version(stdin: &[u8]) -> Result<String, Error> {
+    let v: serde_json::Value = serde_json::from_slice(stdin)
+        .map_err(|e| Error::decoding(format!("decoding version from network config: {e}")))?;
+    match v.get("cniVersion") {
+        None | Some(serde_json::Value::Null) => Ok("0.1.0".into()),
+        Some(serde_json::Value::String(s)) if s.is_empty() => Ok("0.1.0".into()),
+        Some(serde_json::Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(Error::decoding(format!(
+            "decoding version from network config: cniVersion {other} is not a string"
+        ))),
+    }
+}
+
+fn check_version(verb: Verb, config_version: &str) -> Result<(), Error> {
+    let name = format!("{verb:?}").to_uppercase();
+    if let Some(min) = verb.min_config_version() {
+        if !version::at_least(config_version, min)? {
+            return Err(Error::new(
+                code::INCOMPATIBLE_CNI_VERSION,
+                format!("config version does not allow {name}"),
+            ));
+        }
+        let mut plugin_ok = false;
+        for v in version::SUPPORTED {
+            plugin_ok |= version::at_least(v, config_version)?;
+        }
+        if !plugin_ok {
+            return Err(Error::new(
+                code::INCOMPATIBLE_CNI_VERSION,
+                format!("plugin version does not allow {name}"),
+            ));
+        }
+    }
+    if !version::is_supported(config_version) {
+        let supported: Vec<String> = version::SUPPORTED
+            .iter()
+            .map(|v| format!("{v:?}"))
+            .collect();
+        return Err(
+            Error::new(code::INCOMPATIBLE_CNI_VERSION, "incompatible CNI versions").with_details(
+                format!(
+                    "config is {config_version:?}, plugin supports [{}]",
+                    supported.join(" ")
+                ),
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn is_valid_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+fn validate_config_name(stdin: &[u8]) -> Result<(), Error> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        #[serde(default)]
+        name: Option<String>,
+    }
+    let conf: Named = serde_json::from_slice(stdin)
+        .map_err(|e| Error::decoding(format!("error unmarshall network config: {e}")))?;
+    let name = conf.name.unwrap_or_default();
+    if name.is_empty() {
+        return Err(Error::invalid_config("missing network name"));
+    }
+    if !is_valid_name(&name) {
+        return Err(
+            Error::invalid_config("invalid characters found in network name").with_details(name),
+        );
+    }
+    Ok(())
+}
+
+/// Go `utils.ValidateContainerID`.
+pub fn validate_container_id(id: &str) -> Result<(), Error> {
+    if id.is_empty() {
+        return Err(Error::new(code::UNKNOWN_CONTAINER, "missing containerID"));
+    }
+    if !is_valid_name(id) {
+        return Err(Error::invalid_env("invalid characters in containerID").with_details(id));
+    }
+    Ok(())
+}
+
+/// Go `utils.ValidateInterfaceName`.
+pub fn validate_ifname(name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::invalid_env("interface name is empty"));
+    }
+    if name.len() > 15 {
+        return Err(Error::invalid_env("interface name is too long")
+            .with_details("interface name should be less than 16 characters"));
+    }
+    if name == "." || name == ".." {
+        return Err(Error::invalid_env("interface name is . or .."));
+    }
+    if name
+        .chars()
+        .any(|c| c == '/' || c == ':' || c.is_whitespace())
+    {
+        return Err(Error::invalid_env(
+            "interface name contains / or : or whitespace characters",
+        ));
+    }
+    Ok(())
+}
+
+fn netns_override(v: &str) -> bool {
+    v == "1" || v.eq_ignore_ascii_case("true")
+}
+
+/// Refuses a CNI_NETNS that is the plugin's own namespace: ADD would configure, and DEL
+/// would delete, interfaces of the host. Checked before the verb runs (Go checks after);
+/// a path that cannot be read is left to the plugin (DEL must tolerate it).
+fn refuse_own_netns(netns: &str) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt;
+    if netns.is_empty() {
+        return Ok(());
+    }
+    let (Ok(target), Ok(own)) = (
+        std::fs::metadata(netns),
+        std::fs::metadata("/proc/self/ns/net"),
+    ) else {
+        return Ok(());
+    };
+    if target.dev() == own.dev() && target.ino() == own.ino() {
+        return Err(Error::new(
+            code::INVALID_NETNS,
+            "plugin's netns and netns from CNI_NETNS should not be the same",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
