@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The project's test command: format, build, lint, test, then check that the
+# tests left nothing behind on the machine.
+#
+# Privileged tests (namespaces, links, firewall rules) need root: run this as
+# root. Not root, they print "skipping <test>: needs root" and pass, unless
+# CI is set, in which case they fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+state_dirs=(/var/lib/cni/networks /var/lib/cni/results)
+
+# What exists before the tests, so only new things count as leaks.
+snapshot() {
+    echo "== files"
+    find "${state_dirs[@]}" -mindepth 1 2>/dev/null | sort || true
+    echo "== links"
+    ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | sort || true
+    if command -v nft >/dev/null; then
+        echo "== nft"
+        nft list ruleset 2>/dev/null || true
+    fi
+}
+
+leak_check() {
+    local ok=0 leaked_ns
+    leaked_ns=$(ip netns list 2>/dev/null | awk '{print $1}' | grep '^cnirs-' || true)
+    if [[ -n "$leaked_ns" ]]; then
+        echo "LEAK: test network namespaces left behind:" >&2
+        echo "$leaked_ns" | sed 's/^/  /' >&2
+        # Remove them so the next run starts clean; this run still fails.
+        while read -r ns; do ip netns del "$ns" || true; done <<<"$leaked_ns"
+        ok=1
+    fi
+    local after
+    after=$(snapshot)
+    if [[ "$after" != "$before" ]]; then
+        echo "LEAK: the machine's state changed during the tests (+ new, - gone):" >&2
+        diff <(echo "$before") <(echo "$after") | grep '^[<>]' |
+            sed 's/^</  -/; s/^>/  +/' >&2 || true
+        ok=1
+    fi
+    return "$ok"
+}
+
+before=$(snapshot)
+
+cargo fmt --all --check
+cargo build --workspace --bins
+cargo clippy --workspace --all-targets -- -D warnings
+
+status=0
+RUST_BACKTRACE="${RUST_BACKTRACE:-1}" cargo test --workspace || status=$?
+
+if leak_check; then
+    echo "leak check: nothing left behind"
+else
+    status=1
+fi
+exit "$status"

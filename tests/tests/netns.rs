@@ -1,0 +1,197 @@
+//! libcni::netns against the real kernel, and the NamedNetns fixture itself.
+//! Privileged: each test creates its own named netns and touches no links.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use cni_tests::{NamedNetns, TempDir};
+use libcni::netns::{Netns, NetnsError, is_current_netns};
+use libcni::testutil::privileged;
+
+/// Inode of the netns the calling thread is in.
+fn thread_netns_inode() -> u64 {
+    std::fs::metadata("/proc/thread-self/ns/net").unwrap().ino()
+}
+
+fn is_mounted(path: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let p = path.to_str().unwrap();
+    mounts.lines().any(|l| l.split(' ').nth(4) == Some(p))
+}
+
+#[test]
+fn named_netns_is_usable() {
+    if !privileged("named_netns_is_usable") {
+        return;
+    }
+    let ns = NamedNetns::new("usable");
+    assert!(ns.name().starts_with("cnirs-usable-"));
+    assert_eq!(ns.path(), Path::new("/run/netns").join(ns.name()));
+    let opened = Netns::open(ns.path()).unwrap();
+    assert_eq!(opened.path(), ns.path());
+    assert!(!opened.is_current().unwrap());
+    // A fresh netns holds only a loopback, and `ip netns` sees it.
+    let links = ns.exec_in(&["ip", "-o", "link", "show"]);
+    assert_eq!(links.lines().count(), 1, "{links}");
+    assert!(links.contains("lo:"), "{links}");
+    let list = String::from_utf8(
+        std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        list.lines().any(|l| l.split(' ').next() == Some(ns.name())),
+        "{list}"
+    );
+}
+
+#[test]
+fn missing_path_is_not_exist() {
+    let err = Netns::open("/run/netns/cnirs-does-not-exist").unwrap_err();
+    assert!(
+        matches!(&err, NetnsError::NotExist(p) if p == Path::new("/run/netns/cnirs-does-not-exist"))
+    );
+    assert_eq!(
+        err.to_string(),
+        r#"failed to Statfs "/run/netns/cnirs-does-not-exist": no such file or directory"#
+    );
+}
+
+#[test]
+fn regular_file_is_not_netns() {
+    let dir = TempDir::new("notns");
+    let file = dir.join("plain");
+    std::fs::write(&file, b"").unwrap();
+    let magic = nix::sys::statfs::statfs(&file).unwrap().filesystem_type().0;
+    let err = Netns::open(&file).unwrap_err();
+    match &err {
+        NetnsError::NotNetns { path, magic: m } => {
+            assert_eq!(path, &file);
+            assert_eq!(*m, magic as i64);
+        }
+        other => panic!("expected NotNetns, got {other:?}"),
+    }
+    assert_eq!(
+        err.to_string(),
+        format!("unknown FS magic on \"{}\": {magic:x}", file.display())
+    );
+}
+
+#[test]
+fn tmpfs_file_is_not_netns() {
+    // /dev/shm is tmpfs everywhere we run: TMPFS_MAGIC 0x01021994.
+    let dir = Path::new("/dev/shm");
+    if nix::sys::statfs::statfs(dir).unwrap().filesystem_type() != nix::sys::statfs::TMPFS_MAGIC {
+        eprintln!("skipping tmpfs_file_is_not_netns: /dev/shm is not tmpfs here");
+        return;
+    }
+    let file = dir.join(format!("cnirs-notns-{}", std::process::id()));
+    std::fs::write(&file, b"").unwrap();
+    let err = Netns::open(&file).unwrap_err();
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(
+        err.to_string(),
+        format!("unknown FS magic on \"{}\": 1021994", file.display())
+    );
+}
+
+#[test]
+fn proc_netns_is_usable_and_current() {
+    let ns = Netns::open("/proc/self/ns/net").unwrap();
+    assert!(ns.is_current().unwrap());
+    assert!(is_current_netns("/proc/self/ns/net").unwrap());
+    assert!(is_current_netns("/proc/thread-self/ns/net").unwrap());
+    assert!(Netns::current().unwrap().is_current().unwrap());
+}
+
+#[test]
+fn run_enters_target_and_leaves_caller_alone() {
+    if !privileged("run_enters_target_and_leaves_caller_alone") {
+        return;
+    }
+    let ns = NamedNetns::new("run");
+    let target = std::fs::metadata(ns.path()).unwrap().ino();
+    let before = thread_netns_inode();
+    assert_ne!(before, target);
+
+    let inside = ns.netns().run(thread_netns_inode).unwrap();
+    assert_eq!(inside, target);
+    assert_eq!(thread_netns_inode(), before, "caller thread moved");
+
+    // A panic inside reaches the caller, which is still where it was.
+    let caught = std::panic::catch_unwind(|| ns.run(|| panic!("inside")));
+    assert!(caught.is_err());
+    assert_eq!(thread_netns_inode(), before);
+
+    // Netns::current() taken inside is the target, seen from anywhere.
+    let cur = ns.run(|| Netns::current().unwrap());
+    assert!(ns.run(|| cur.is_current().unwrap()));
+    assert!(!cur.is_current().unwrap());
+}
+
+#[test]
+fn same_netns_detection() {
+    if !privileged("same_netns_detection") {
+        return;
+    }
+    let a = NamedNetns::new("samea");
+    let b = NamedNetns::new("sameb");
+    assert!(!is_current_netns(a.path()).unwrap());
+    assert!(a.run(|| is_current_netns(a.path()).unwrap()));
+    assert!(!a.run(|| is_current_netns(b.path()).unwrap()));
+    // /proc/self names the main thread, which stays outside.
+    assert!(!a.run(|| is_current_netns("/proc/self/ns/net").unwrap()));
+    // A missing CNI_NETNS is an error, not "same".
+    assert!(matches!(
+        is_current_netns("/run/netns/cnirs-missing"),
+        Err(NetnsError::NotExist(_))
+    ));
+}
+
+#[test]
+fn named_netns_removed_on_drop_and_on_panic() {
+    if !privileged("named_netns_removed_on_drop_and_on_panic") {
+        return;
+    }
+    let ns = NamedNetns::new("drop");
+    let path = ns.path().to_path_buf();
+    assert!(is_mounted(&path));
+    drop(ns);
+    assert!(!path.exists());
+    assert!(!is_mounted(&path));
+
+    let mut seen = None;
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let ns = NamedNetns::new("panic");
+        seen = Some(ns.path().to_path_buf());
+        panic!("test failure while a netns exists");
+    }));
+    assert!(caught.is_err());
+    let path = seen.unwrap();
+    assert!(!path.exists(), "{} left behind", path.display());
+    assert!(!is_mounted(&path));
+}
+
+#[test]
+fn parallel_named_netns_are_distinct() {
+    if !privileged("parallel_named_netns_are_distinct") {
+        return;
+    }
+    let all: Vec<NamedNetns> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8).map(|_| s.spawn(|| NamedNetns::new("par"))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut inodes: Vec<u64> = all
+        .iter()
+        .map(|n| std::fs::metadata(n.path()).unwrap().ino())
+        .collect();
+    inodes.sort();
+    inodes.dedup();
+    assert_eq!(inodes.len(), 8);
+    let paths: Vec<_> = all.iter().map(|n| n.path().to_path_buf()).collect();
+    drop(all);
+    assert!(paths.iter().all(|p| !p.exists()));
+}
