@@ -4,7 +4,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use cni_tests::{NamedNetns, TempDir};
+use cni_tests::{NamedNetns, PluginRun, TempDir};
 use libcni::netns::{Netns, NetnsError, is_current_netns};
 use libcni::testutil::privileged;
 
@@ -194,4 +194,64 @@ fn parallel_named_netns_are_distinct() {
     let paths: Vec<_> = all.iter().map(|n| n.path().to_path_buf()).collect();
     drop(all);
     assert!(paths.iter().all(|p| !p.exists()));
+}
+
+/// The fixtures end to end, against the Go reference plugins: VERSION in the
+/// test's own netns, then ADD/CHECK/DEL with a fake host and a container.
+#[test]
+fn plugin_run_drives_go_reference_bridge() {
+    if !privileged("plugin_run_drives_go_reference_bridge") {
+        return;
+    }
+    let bridge = cni_tests::go_plugin_path("bridge");
+    let version = PluginRun::new(&bridge).command("VERSION").run();
+    let supported = version.assert_success().json()["supportedVersions"].clone();
+    assert!(
+        supported.as_array().unwrap().iter().any(|v| v == "1.0.0"),
+        "{supported}"
+    );
+
+    let host = NamedNetns::new("plhost");
+    let ctr = NamedNetns::new("plctr");
+    let data = TempDir::new("plstore");
+    let conf = serde_json::json!({
+        "cniVersion": "1.0.0", "name": "fixture-net", "type": "bridge",
+        "bridge": "cnirs0", "isGateway": true,
+        "ipam": {"type": "host-local", "subnet": "10.99.0.0/24",
+                 "dataDir": data.path()}
+    })
+    .to_string();
+    let run = |cmd: &str| {
+        PluginRun::new(&bridge)
+            .command(cmd)
+            .container_id("fixture-ctr")
+            .netns(ctr.path())
+            .ifname("eth0")
+            .cni_path([cni_tests::GO_PLUGIN_DIR])
+            .stdin(conf.clone())
+            .run_in(&host)
+    };
+    let add = run("ADD");
+    let result = add.assert_success().json();
+    assert_eq!(result["ips"][0]["address"], "10.99.0.2/24", "{result}");
+    // The bridge landed in the fake host, the veth end in the container.
+    assert!(
+        host.exec_in(&["ip", "-o", "link", "show", "cnirs0"])
+            .contains("cnirs0")
+    );
+    assert!(
+        ctr.exec_in(&["ip", "-o", "addr", "show", "eth0"])
+            .contains("10.99.0.2/24")
+    );
+    assert!(data.join("fixture-net/10.99.0.2").exists());
+
+    let del = run("DEL");
+    del.assert_success();
+    assert!(!data.join("fixture-net/10.99.0.2").exists());
+    let failed = PluginRun::new(&bridge)
+        .command("ADD")
+        .stdin("not json")
+        .run_in(&host)
+        .assert_failure();
+    assert!(failed["code"].is_number(), "{failed}");
 }
