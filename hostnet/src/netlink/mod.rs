@@ -1,1 +1,155 @@
-//! Netlink access (rtnetlink). Owned by the netlink work.
+//! Synchronous netlink access, built on `rtnetlink`.
+//!
+//! Every kernel conversation of the workspace goes through this module, so an
+//! rtnetlink or netlink-packet-route upgrade touches only these files.
+//!
+//! Shape: one tokio `current_thread` runtime per process drives all
+//! connections. A [`Netlink`] is one rtnetlink connection bound to one network
+//! namespace; its methods `block_on` a single request. The connection future
+//! is not spawned but polled together with each request, so dropping a
+//! `Netlink` closes its socket at once (a leftover socket would keep a test
+//! namespace alive). Connections into another namespace are opened on a
+//! short-lived helper thread; the calling thread never changes namespace.
+
+mod addr;
+mod error;
+mod link;
+mod route;
+mod vlan;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod vlan_tests;
+
+use std::os::fd::BorrowedFd;
+use std::pin::Pin;
+use std::sync::{Mutex, OnceLock};
+
+use futures_util::StreamExt;
+use futures_util::future::{Either, select};
+use rtnetlink::packet_core::{
+    NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
+};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+
+pub use addr::Address;
+pub use error::NetlinkError;
+pub use link::Link;
+pub use route::{IpFamily, MAIN_TABLE, Route, RouteSpec};
+pub use vlan::{bridge_vlan_message, vlan_filtering_message};
+
+/// Attempts for a dump the kernel marks inconsistent (`NLM_F_DUMP_INTR`),
+/// as the Go `netlinksafe` package does.
+const DUMP_ATTEMPTS: usize = 5;
+
+type Connection = rtnetlink::proto::Connection<RouteNetlinkMessage>;
+
+fn runtime() -> Result<&'static tokio::runtime::Runtime, NetlinkError> {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    if let Some(rt) = RT.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(|e| NetlinkError::io("start netlink runtime", e))?;
+    // A racing thread may have won; its runtime is kept and ours dropped.
+    Ok(RT.get_or_init(|| rt))
+}
+
+/// One netlink route connection bound to one network namespace.
+pub struct Netlink {
+    handle: rtnetlink::Handle,
+    conn: Mutex<Pin<Box<Connection>>>,
+}
+
+impl std::fmt::Debug for Netlink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Netlink")
+    }
+}
+
+impl Netlink {
+    /// A connection in the calling thread's network namespace.
+    pub fn current() -> Result<Netlink, NetlinkError> {
+        let rt = runtime()?;
+        // rtnetlink registers the socket with the reactor when it is created.
+        let _guard = rt.enter();
+        let (mut conn, handle, _unsolicited) =
+            rtnetlink::new_connection().map_err(|e| NetlinkError::io("open netlink socket", e))?;
+        // Done messages carry NLM_F_DUMP_INTR too; we want to see them.
+        conn.set_forward_done(true);
+        Ok(Netlink {
+            handle,
+            conn: Mutex::new(Box::pin(conn)),
+        })
+    }
+
+    /// A connection inside the network namespace `ns` (an open
+    /// `/proc/<pid>/ns/net` or `/run/netns/<name>` file). The socket is
+    /// created on a helper thread that enters `ns` and then exits; the socket
+    /// stays bound to `ns`.
+    pub fn in_netns(ns: BorrowedFd<'_>) -> Result<Netlink, NetlinkError> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
+                    NetlinkError::io("enter network namespace", std::io::Error::from(e))
+                })?;
+                Netlink::current()
+            })
+            .join()
+            .unwrap_or_else(|_| {
+                Err(NetlinkError::unexpected(
+                    "open netlink socket in network namespace",
+                    "helper thread panicked",
+                ))
+            })
+        })
+    }
+
+    /// Sends one request and collects the inner messages of the answer.
+    /// A NACK becomes [`NetlinkError::Os`]. `op` names the operation for errors.
+    fn request(
+        &self,
+        op: &dyn Fn() -> String,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>, NetlinkError> {
+        let rt = runtime()?;
+        for _ in 0..DUMP_ATTEMPTS {
+            let mut req = NetlinkMessage::from(msg.clone());
+            req.header.flags = NLM_F_REQUEST | flags;
+            let mut handle = self.handle.clone();
+            let stream = handle
+                .request(req)
+                .map_err(|_| NetlinkError::Closed { op: op() })?;
+            let answers = {
+                let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+                match rt.block_on(select(conn.as_mut(), stream.collect::<Vec<_>>())) {
+                    Either::Left(_) => return Err(NetlinkError::Closed { op: op() }),
+                    Either::Right((answers, _)) => answers,
+                }
+            };
+            let mut interrupted = false;
+            let mut out = Vec::new();
+            for answer in answers {
+                interrupted |= answer.header.flags & NLM_F_DUMP_INTR != 0;
+                match answer.payload {
+                    NetlinkPayload::InnerMessage(m) => out.push(m),
+                    NetlinkPayload::Error(e) => {
+                        if let Some(code) = e.code {
+                            return Err(NetlinkError::os(op(), -code.get()));
+                        }
+                    }
+                    NetlinkPayload::Overrun(_) => interrupted = true,
+                    _ => {}
+                }
+            }
+            if !(interrupted && flags & NLM_F_DUMP == NLM_F_DUMP) {
+                return Ok(out);
+            }
+        }
+        Err(NetlinkError::os(op(), nix::libc::EINTR))
+    }
+}

@@ -1,0 +1,202 @@
+//! Routes: list (all tables) and add with the Go `RouteAddEcmp` semantics.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnetwork::IpNetwork;
+use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP};
+use rtnetlink::packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
+use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
+
+use super::{Netlink, NetlinkError};
+
+/// `RT_TABLE_MAIN`.
+pub const MAIN_TABLE: u32 = 254;
+
+/// Address family selector for [`Netlink::routes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpFamily {
+    V4,
+    V6,
+}
+
+impl IpFamily {
+    fn netlink(self) -> AddressFamily {
+        match self {
+            IpFamily::V4 => AddressFamily::Inet,
+            IpFamily::V6 => AddressFamily::Inet6,
+        }
+    }
+}
+
+/// A unicast route as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Destination; `0.0.0.0/0` or `::/0` for a default route.
+    pub dst: IpNetwork,
+    pub gateway: Option<IpAddr>,
+    pub oif: Option<u32>,
+    pub table: u32,
+    /// `RT_SCOPE_*`: 0 universe, 253 link, 254 host.
+    pub scope: u8,
+    /// Metric (`RTA_PRIORITY`).
+    pub priority: Option<u32>,
+    /// Gateways of the next hops of a multipath (ECMP) route; empty otherwise.
+    pub multipath_gateways: Vec<IpAddr>,
+}
+
+/// What to add: `ip route add DST [via GW] [dev OIF] [metric P] [table T] [scope S]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSpec {
+    pub dst: IpNetwork,
+    pub gateway: Option<IpAddr>,
+    pub oif: Option<u32>,
+    pub priority: Option<u32>,
+    /// Default: main (254).
+    pub table: Option<u32>,
+    /// Default: universe (0), as the Go netlink library sends.
+    pub scope: Option<u8>,
+}
+
+fn ip_of(addr: &RouteAddress) -> Option<IpAddr> {
+    match addr {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+fn unspecified(family: AddressFamily) -> Option<IpAddr> {
+    match family {
+        AddressFamily::Inet => Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        AddressFamily::Inet6 => Some(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+        _ => None,
+    }
+}
+
+impl Route {
+    fn from_message(msg: &RouteMessage) -> Option<Route> {
+        let h = &msg.header;
+        let mut dst_ip = unspecified(h.address_family)?;
+        let mut route = Route {
+            dst: IpNetwork::new(dst_ip, 0).ok()?,
+            gateway: None,
+            oif: None,
+            table: u32::from(h.table),
+            scope: h.scope.into(),
+            priority: None,
+            multipath_gateways: Vec::new(),
+        };
+        for attr in &msg.attributes {
+            match attr {
+                RouteAttribute::Destination(a) => dst_ip = ip_of(a)?,
+                RouteAttribute::Gateway(a) => route.gateway = ip_of(a),
+                RouteAttribute::Oif(i) => route.oif = Some(*i),
+                RouteAttribute::Table(t) => route.table = *t,
+                RouteAttribute::Priority(p) => route.priority = Some(*p),
+                RouteAttribute::MultiPath(hops) => {
+                    for hop in hops {
+                        route
+                            .multipath_gateways
+                            .extend(hop.attributes.iter().find_map(|a| match a {
+                                RouteAttribute::Gateway(g) => ip_of(g),
+                                _ => None,
+                            }));
+                    }
+                }
+                _ => {}
+            }
+        }
+        route.dst = IpNetwork::new(dst_ip, h.destination_prefix_length).ok()?;
+        Some(route)
+    }
+}
+
+fn route_message(spec: &RouteSpec) -> RouteMessage {
+    let table = spec.table.unwrap_or(MAIN_TABLE);
+    let mut msg = RouteMessage::default();
+    msg.header = RouteHeader {
+        address_family: match spec.dst {
+            IpNetwork::V4(_) => AddressFamily::Inet,
+            IpNetwork::V6(_) => AddressFamily::Inet6,
+        },
+        destination_prefix_length: spec.dst.prefix(),
+        // Tables above 255 only fit in RTA_TABLE; the header then says RT_TABLE_UNSPEC.
+        table: u8::try_from(table).unwrap_or(0),
+        // RTPROT_BOOT, what the Go netlink library sends.
+        protocol: RouteProtocol::Boot,
+        scope: spec.scope.map_or(RouteScope::Universe, RouteScope::from),
+        kind: RouteType::Unicast,
+        ..RouteHeader::default()
+    };
+    if spec.dst.prefix() > 0 {
+        msg.attributes
+            .push(RouteAttribute::Destination(spec.dst.network().into()));
+    }
+    if let Some(gw) = spec.gateway {
+        msg.attributes.push(RouteAttribute::Gateway(gw.into()));
+    }
+    if let Some(oif) = spec.oif {
+        msg.attributes.push(RouteAttribute::Oif(oif));
+    }
+    if let Some(p) = spec.priority {
+        msg.attributes.push(RouteAttribute::Priority(p));
+    }
+    msg.attributes.push(RouteAttribute::Table(table));
+    msg
+}
+
+impl Netlink {
+    /// Unicast routes of `family` in every table (main, local's unicast
+    /// entries, custom tables). Broadcast/local/multicast entries are left out.
+    pub fn routes(&self, family: IpFamily) -> Result<Vec<Route>, NetlinkError> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = family.netlink();
+        let answers = self.request(
+            &|| "list routes".into(),
+            RouteNetlinkMessage::GetRoute(msg),
+            NLM_F_DUMP,
+        )?;
+        Ok(answers
+            .iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewRoute(r) if r.header.kind == RouteType::Unicast => {
+                    Route::from_message(r)
+                }
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Adds a route with `NLM_F_CREATE` and without `NLM_F_EXCL`, as Go's
+    /// `netlink.RouteAddEcmp` does: a route with the same destination and a
+    /// different gateway is added next to the existing one (IPv6 merges them
+    /// into one multipath route), while an identical route gives EEXIST
+    /// ([`NetlinkError::is_exists`]).
+    pub fn add_route(&self, spec: &RouteSpec) -> Result<(), NetlinkError> {
+        let op = || {
+            let mut s = format!("add route {}", spec.dst);
+            if let Some(gw) = spec.gateway {
+                s.push_str(&format!(" via {gw}"));
+            }
+            s
+        };
+        self.request(
+            &op,
+            RouteNetlinkMessage::NewRoute(route_message(spec)),
+            NLM_F_ACK | NLM_F_CREATE,
+        )
+        .map(drop)
+    }
+
+    /// Deletes the route matching `spec` (ESRCH, [`NetlinkError::is_not_found`], if none).
+    pub fn del_route(&self, spec: &RouteSpec) -> Result<(), NetlinkError> {
+        self.request(
+            &|| format!("delete route {}", spec.dst),
+            RouteNetlinkMessage::DelRoute(route_message(spec)),
+            NLM_F_ACK,
+        )
+        .map(drop)
+    }
+}
