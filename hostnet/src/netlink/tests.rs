@@ -13,19 +13,7 @@ use nix::sched::{CloneFlags, unshare};
 
 use super::{IpFamily, Netlink, RouteSpec};
 use crate::sysctl;
-
-/// Local copy of `libcni::testutil::privileged` (not written yet when this
-/// was): skip when not root, but fail when `CI` is set.
-fn privileged(test: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{test}: needs root, and CI is set");
-    }
-    eprintln!("skipping {test}: needs root");
-    false
-}
+use libcni::testutil::privileged;
 
 /// Runs `f` on a new thread inside a new, empty network namespace.
 fn in_new_netns(f: impl FnOnce() + Send) {
