@@ -1,0 +1,60 @@
+//! Which ipMasq backend to use (`ipMasqBackend`), as `SetupIPMasqForNetworks`
+//! decides: iptables unless iptables is unusable and nftables is usable.
+
+use super::error::{FirewallError, Result};
+use super::exec;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    IpTables,
+    NfTables,
+}
+
+impl Backend {
+    /// Parse the config value; `None` (absent) means automatic choice.
+    pub fn from_config(value: Option<&str>) -> Result<Option<Backend>> {
+        match value {
+            None => Ok(None),
+            Some("iptables") => Ok(Some(Backend::IpTables)),
+            Some("nftables") => Ok(Some(Backend::NfTables)),
+            Some(other) => Err(FirewallError::UnknownBackend(other.to_string())),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::IpTables => "iptables",
+            Backend::NfTables => "nftables",
+        }
+    }
+}
+
+/// `utils.SupportsIPTables`: the `iptables` tool runs and can read `filter INPUT`.
+pub fn iptables_usable() -> bool {
+    exec::run(
+        "iptables",
+        &["-w", "-t", "filter", "-S", "INPUT", "1"],
+        None,
+    )
+    .is_ok()
+}
+
+/// `utils.SupportsNFTables`: `nft` runs and may change the ruleset (a
+/// check-only transaction, which commits nothing).
+pub fn nftables_usable() -> bool {
+    exec::run(
+        "nft",
+        &["--check", "add", "table", "ip", "supports_nftables_test"],
+        None,
+    )
+    .is_ok()
+}
+
+/// The automatic choice, probing both tools.
+pub fn detect() -> Backend {
+    if !iptables_usable() && nftables_usable() {
+        Backend::NfTables
+    } else {
+        Backend::IpTables
+    }
+}

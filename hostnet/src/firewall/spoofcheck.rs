@@ -1,0 +1,274 @@
+//! macspoofchk: drop frames from a container whose source MAC is not the
+//! container's, as the Go plugin's `pkg/link/spoofcheck.go` does:
+//!
+//! ```text
+//! table bridge nat
+//!   chain PREROUTING  (type filter hook prerouting priority -300; policy accept)
+//!     iifname "<hostVeth>" jump cni-br-iface-<id>-<if>     comment "macspoofchk-<id>-<if>"
+//!   chain cni-br-iface-<id>-<if>
+//!     jump cni-br-iface-<id>-<if>-mac                       comment "macspoofchk-<id>-<if>"
+//!   chain cni-br-iface-<id>-<if>-mac
+//!     ether saddr <mac> return                              comment "macspoofchk-<id>-<if>"
+//!     drop                                                  comment "macspoofchk-<id>-<if>"
+//! ```
+//!
+//! The reference needs two transactions for setup; nft accepts `flush chain`
+//! of a chain added earlier in the same script, so ours is one `nft -j list`
+//! (to replace an earlier PREROUTING jump: repeated setup stays idempotent,
+//! where the reference would add a second jump) and one `nft -f -`.
+//! Teardown keeps the table and the PREROUTING base chain, as the reference.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use super::error::{FirewallError, Result};
+use super::names::{
+    spoofcheck_comment, spoofcheck_iface_chain, spoofcheck_mac_chain, spoofcheck_ref,
+};
+use super::nft::{self, Listing};
+
+const BASE_CHAIN: &str = "PREROUTING";
+const LIST: [&str; 3] = ["table", "bridge", "nat"];
+const IFACE_PREFIX: &str = "cni-br-iface-";
+const COMMENT_PREFIX: &str = "macspoofchk-";
+
+/// Install the anti-spoofing chains for one attachment.
+pub fn setup(container_id: &str, ifname: &str, host_veth: &str, mac: &str) -> Result<()> {
+    let reference = checked_ref(container_id, ifname)?;
+    nft::check_safe("host interface name", host_veth)?;
+    let mac = normalize_mac(mac)?;
+    let (iface, mac_chain, comment) = names(&reference);
+    nft::read_plan_apply(&LIST, |listing| {
+        let mut s = String::new();
+        s.push_str("add table bridge nat\n");
+        s.push_str(&format!(
+            "add chain bridge nat {BASE_CHAIN} {{ type filter hook prerouting priority -300 ; policy accept ; }}\n"
+        ));
+        for chain in [&iface, &mac_chain] {
+            s.push_str(&format!("add chain bridge nat {chain}\n"));
+        }
+        for chain in [&iface, &mac_chain] {
+            s.push_str(&format!("flush chain bridge nat {chain}\n"));
+        }
+        for rule in jumps_with_comment(listing, &comment) {
+            s.push_str(&format!(
+                "delete rule bridge nat {BASE_CHAIN} handle {rule}\n"
+            ));
+        }
+        s.push_str(&format!(
+            "add rule bridge nat {BASE_CHAIN} iifname \"{host_veth}\" jump {iface} comment \"{comment}\"\n"
+        ));
+        s.push_str(&format!(
+            "add rule bridge nat {iface} jump {mac_chain} comment \"{comment}\"\n"
+        ));
+        s.push_str(&format!(
+            "add rule bridge nat {mac_chain} ether saddr {mac} return comment \"{comment}\"\n"
+        ));
+        s.push_str(&format!(
+            "add rule bridge nat {mac_chain} drop comment \"{comment}\"\n"
+        ));
+        s
+    })
+}
+
+/// Remove the attachment's PREROUTING jump and both of its chains; whatever
+/// is already gone is skipped.
+pub fn teardown(container_id: &str, ifname: &str) -> Result<()> {
+    let reference = checked_ref(container_id, ifname)?;
+    nft::read_plan_apply(&LIST, |listing| removal(listing, &reference))
+}
+
+/// Whether the attachment's rules are all present as `setup` writes them.
+pub fn check(container_id: &str, ifname: &str, host_veth: &str, mac: &str) -> Result<bool> {
+    let reference = checked_ref(container_id, ifname)?;
+    let mac = normalize_mac(mac)?;
+    let (iface, mac_chain, comment) = names(&reference);
+    let Some(listing) = nft::list(&LIST)? else {
+        return Ok(false);
+    };
+    let has = |chain: &str, expr: serde_json::Value| {
+        listing
+            .rules_in(chain)
+            .any(|r| r.comment.as_deref() == Some(comment.as_str()) && r.expr == expr)
+    };
+    Ok(has(
+        BASE_CHAIN,
+        json!([
+            { "match": { "op": "==", "left": { "meta": { "key": "iifname" } }, "right": host_veth } },
+            { "jump": { "target": iface } }
+        ]),
+    ) && has(&iface, json!([{ "jump": { "target": mac_chain } }]))
+        && has(
+            &mac_chain,
+            json!([
+                { "match": { "op": "==", "left": { "payload": { "protocol": "ether", "field": "saddr" } },
+                             "right": mac } },
+                { "return": null }
+            ]),
+        )
+        && has(&mac_chain, json!([{ "drop": null }])))
+}
+
+/// Remove the rules and chains of every attachment not in `valid` (pairs of
+/// container id and ifname). The rules carry no network name, while CNI GC is
+/// per network; so an attachment whose host interface (the PREROUTING
+/// `iifname`) still exists is kept: it may belong to another network.
+pub fn gc(valid: &[(&str, &str)]) -> Result<()> {
+    let keep: BTreeSet<String> = valid
+        .iter()
+        .map(|(id, ifname)| spoofcheck_ref(id, ifname))
+        .collect();
+    let live = live_interfaces();
+    nft::read_plan_apply(&LIST, |listing| {
+        let in_use = refs_with_live_interface(listing, &live);
+        references(listing)
+            .into_iter()
+            .filter(|r| !keep.contains(r) && !in_use.contains(r))
+            .map(|r| removal(listing, &r))
+            .collect()
+    })
+}
+
+fn names(reference: &str) -> (String, String, String) {
+    (
+        spoofcheck_iface_chain(reference),
+        spoofcheck_mac_chain(reference),
+        spoofcheck_comment(reference),
+    )
+}
+
+fn checked_ref(container_id: &str, ifname: &str) -> Result<String> {
+    nft::check_safe("container id", container_id)?;
+    nft::check_safe("interface name", ifname)?;
+    Ok(spoofcheck_ref(container_id, ifname))
+}
+
+/// `aa:bb:cc:dd:ee:ff`, lower case (the form nft lists).
+fn normalize_mac(mac: &str) -> Result<String> {
+    let parts: Vec<&str> = mac.split(':').collect();
+    let ok = parts.len() == 6
+        && parts
+            .iter()
+            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()));
+    if !ok {
+        return Err(FirewallError::InvalidName {
+            what: "MAC address",
+            value: mac.to_string(),
+        });
+    }
+    Ok(mac.to_ascii_lowercase())
+}
+
+/// Handles of PREROUTING rules carrying `comment` (the reference finds its
+/// jump the same way: by comment, ignoring the expression).
+fn jumps_with_comment<'a>(
+    listing: &'a Listing,
+    comment: &'a str,
+) -> impl Iterator<Item = u64> + 'a {
+    listing
+        .rules_in(BASE_CHAIN)
+        .filter(move |r| r.comment.as_deref() == Some(comment))
+        .map(|r| r.handle)
+}
+
+/// Script removing one attachment: jump first, then empty and delete the chains
+/// (nft refuses to delete a chain that has rules or is jumped to).
+fn removal(listing: &Listing, reference: &str) -> String {
+    let (iface, mac_chain, comment) = names(reference);
+    let mut s: String = jumps_with_comment(listing, &comment)
+        .map(|h| format!("delete rule bridge nat {BASE_CHAIN} handle {h}\n"))
+        .collect();
+    let present: Vec<&String> = [&iface, &mac_chain]
+        .into_iter()
+        .filter(|c| listing.has_chain(c))
+        .collect();
+    for chain in &present {
+        s.push_str(&format!("flush chain bridge nat {chain}\n"));
+    }
+    for chain in &present {
+        s.push_str(&format!("delete chain bridge nat {chain}\n"));
+    }
+    s
+}
+
+/// Every attachment reference found in the table: from rule comments and from
+/// chain names (a flushed chain has no comment left).
+fn references(listing: &Listing) -> BTreeSet<String> {
+    let mut refs: BTreeSet<String> = listing
+        .rules
+        .iter()
+        .filter_map(|r| r.comment.as_deref()?.strip_prefix(COMMENT_PREFIX))
+        .map(str::to_string)
+        .collect();
+    for chain in &listing.chains {
+        let Some(rest) = chain.strip_prefix(IFACE_PREFIX) else {
+            continue;
+        };
+        // `<ref>-mac` is the MAC chain of <ref> when <ref>'s own chain exists.
+        let is_mac_chain = rest
+            .strip_suffix("-mac")
+            .is_some_and(|stem| listing.has_chain(&spoofcheck_iface_chain(stem)));
+        if !is_mac_chain {
+            refs.insert(rest.to_string());
+        }
+    }
+    refs
+}
+
+/// References whose PREROUTING jump matches an interface that exists.
+fn refs_with_live_interface(listing: &Listing, live: &BTreeSet<String>) -> BTreeSet<String> {
+    listing
+        .rules_in(BASE_CHAIN)
+        .filter_map(|r| {
+            let reference = r.comment.as_deref()?.strip_prefix(COMMENT_PREFIX)?;
+            let iif = r.expr.get(0)?.get("match")?.get("right")?.as_str()?;
+            live.contains(iif).then(|| reference.to_string())
+        })
+        .collect()
+}
+
+/// Interface names of the calling thread's network namespace (tests run on a
+/// thread in its own netns, hence `thread-self`, not `self`).
+fn live_interfaces() -> BTreeSet<String> {
+    let dev = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap_or_default();
+    dev.lines()
+        .skip(2)
+        .filter_map(|l| l.split_once(':').map(|(name, _)| name.trim().to_string()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_are_validated() {
+        assert_eq!(
+            normalize_mac("0A:58:0a:01:00:05").unwrap(),
+            "0a:58:0a:01:00:05"
+        );
+        assert!(normalize_mac("0a:58:0a:01:00").is_err());
+        assert!(normalize_mac("0a:58:0a:01:00:zz").is_err());
+    }
+
+    #[test]
+    fn references_from_names_and_comments() {
+        let listing = Listing {
+            chains: vec![
+                "PREROUTING".into(),
+                "cni-br-iface-a-eth0".into(),
+                "cni-br-iface-a-eth0-mac".into(),
+                "cni-br-iface-b-eth0-mac".into(),
+            ],
+            rules: vec![nft::Rule {
+                chain: "PREROUTING".into(),
+                handle: 3,
+                comment: Some("macspoofchk-c-net1".into()),
+                expr: serde_json::Value::Null,
+            }],
+        };
+        let refs: Vec<String> = references(&listing).into_iter().collect();
+        assert_eq!(refs, vec!["a-eth0", "b-eth0-mac", "c-net1"]);
+    }
+}

@@ -1,0 +1,81 @@
+//! The backend-independent entry points: choice, both-backend teardown and gc.
+
+use libcni::testutil::privileged;
+
+use super::support::{in_netns, ips, nat_rules, nft_list};
+use crate::firewall::{
+    Attachment, Backend, check_ipmasq, gc_ipmasq, nftables, setup_ipmasq, teardown_ipmasq,
+};
+
+const MASQ_CHAIN: [&str; 4] = ["chain", "inet", "cni_plugins_masquerade", "masq_checks"];
+
+#[test]
+fn backend_config_values() {
+    assert_eq!(Backend::from_config(None).unwrap(), None);
+    assert_eq!(
+        Backend::from_config(Some("iptables")).unwrap(),
+        Some(Backend::IpTables)
+    );
+    assert_eq!(
+        Backend::from_config(Some("nftables")).unwrap(),
+        Some(Backend::NfTables)
+    );
+    let err = Backend::from_config(Some("ebtables")).unwrap_err();
+    assert_eq!(err.to_string(), "unknown ipmasq backend \"ebtables\"");
+}
+
+#[test]
+fn teardown_and_gc_clean_both_backends() {
+    if !privileged("teardown_and_gc_clean_both_backends") {
+        return;
+    }
+    in_netns(|| {
+        let att = Attachment {
+            network: "both",
+            container_id: "c1",
+            ifname: "eth0",
+        };
+        let addrs = ips(&["10.5.0.9/24", "fd00:5::9/64"]);
+        // Auto mode picks iptables where iptables works (it does here).
+        assert_eq!(setup_ipmasq(None, &att, &addrs).unwrap(), Backend::IpTables);
+        assert_eq!(
+            setup_ipmasq(Some(Backend::NfTables), &att, &addrs).unwrap(),
+            Backend::NfTables
+        );
+        assert!(check_ipmasq(Some(Backend::IpTables), &att, &addrs).unwrap());
+        assert!(check_ipmasq(Some(Backend::NfTables), &att, &addrs).unwrap());
+
+        // Teardown without IPs removes both.
+        teardown_ipmasq(&att, &[]).unwrap();
+        assert!(nat_rules(false).is_empty() && nat_rules(true).is_empty());
+        let left = nft_list(&MASQ_CHAIN);
+        assert!(!left.contains("masquerade comment"), "{left}");
+        teardown_ipmasq(&att, &addrs).unwrap();
+
+        // GC: one valid attachment in each backend survives.
+        let keep = Attachment {
+            network: "both",
+            container_id: "keep",
+            ifname: "eth0",
+        };
+        for backend in [Backend::IpTables, Backend::NfTables] {
+            setup_ipmasq(Some(backend), &att, &addrs).unwrap();
+            setup_ipmasq(Some(backend), &keep, &ips(&["10.5.0.10/24"])).unwrap();
+        }
+        gc_ipmasq("both", &[("keep", "eth0")]).unwrap();
+        for backend in [Backend::IpTables, Backend::NfTables] {
+            assert!(check_ipmasq(Some(backend), &keep, &ips(&["10.5.0.10/24"])).unwrap());
+            assert!(!check_ipmasq(Some(backend), &att, &addrs).unwrap());
+        }
+        assert!(nat_rules(true).is_empty());
+        // nftables rule for `keep` only.
+        assert_eq!(
+            nftables::check("both", "eth0", "keep", &ips(&["10.5.0.10/24"])).ok(),
+            Some(true)
+        );
+        assert_eq!(
+            nft_list(&MASQ_CHAIN).matches("masquerade comment").count(),
+            1
+        );
+    });
+}
