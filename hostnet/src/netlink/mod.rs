@@ -37,7 +37,7 @@ pub use addr::Address;
 pub use error::NetlinkError;
 pub use link::Link;
 pub use route::{IpFamily, MAIN_TABLE, Route, RouteSpec};
-pub use vlan::{bridge_vlan_message, vlan_filtering_message};
+pub use vlan::{PortVlan, bridge_vlan_dump_message, bridge_vlan_message, vlan_filtering_message};
 
 /// Attempts for a dump the kernel marks inconsistent (`NLM_F_DUMP_INTR`),
 /// as the Go `netlinksafe` package does.

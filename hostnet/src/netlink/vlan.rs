@@ -2,10 +2,10 @@
 //! `vlan_filtering`, so the messages are unit-tested byte for byte and the
 //! sending methods are untested against a kernel.
 
-use rtnetlink::packet_core::NLM_F_ACK;
+use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_DUMP};
 use rtnetlink::packet_route::link::{
     AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoData, InfoKind,
-    LinkAttribute, LinkInfo, LinkMessage,
+    LinkAttribute, LinkExtentMask, LinkInfo, LinkMessage,
 };
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
@@ -45,7 +45,62 @@ pub fn vlan_filtering_message(bridge: u32, on: bool) -> LinkMessage {
     msg
 }
 
+/// One VLAN of a bridge port, as `bridge vlan show` lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortVlan {
+    pub vid: u16,
+    pub pvid: bool,
+    pub untagged: bool,
+}
+
+/// The body of the `bridge vlan show` dump request: AF_BRIDGE with
+/// `IFLA_EXT_MASK = RTEXT_FILTER_BRVLAN` (one entry per VID, no ranges).
+pub fn bridge_vlan_dump_message() -> LinkMessage {
+    let mut msg = LinkMessage::default();
+    msg.header.interface_family = AddressFamily::Bridge;
+    msg.attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::Brvlan]));
+    msg
+}
+
+pub(super) fn port_vlans(msg: &LinkMessage) -> impl Iterator<Item = PortVlan> + '_ {
+    msg.attributes
+        .iter()
+        .filter_map(|a| match a {
+            LinkAttribute::AfSpecBridge(spec) => Some(spec),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|s| match s {
+            AfSpecBridge::VlanInfo(v) => Some(PortVlan {
+                vid: v.vid,
+                pvid: v.flags.contains(BridgeVlanInfoFlags::Pvid),
+                untagged: v.flags.contains(BridgeVlanInfoFlags::Untagged),
+            }),
+            _ => None,
+        })
+}
+
 impl Netlink {
+    /// The VLANs of bridge port `port` (`bridge vlan show dev PORT`); what
+    /// Go's `removeDefaultVlan` deletes. On a kernel without bridge VLAN
+    /// support, as here, the list is empty.
+    pub fn bridge_vlans(&self, port: u32) -> Result<Vec<PortVlan>, NetlinkError> {
+        let answers = self.request(
+            &|| format!("list VLANs of bridge port {port}"),
+            RouteNetlinkMessage::GetLink(bridge_vlan_dump_message()),
+            NLM_F_DUMP,
+        )?;
+        Ok(answers
+            .iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) if l.header.index == port => Some(l),
+                _ => None,
+            })
+            .flat_map(port_vlans)
+            .collect())
+    }
+
     /// `bridge vlan add dev PORT vid VID [pvid] [untagged] master`.
     /// Not exercised against a kernel here (no vlan_filtering support).
     pub fn bridge_vlan_add(

@@ -3,7 +3,7 @@
 use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_REQUEST, NetlinkMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
-use super::{bridge_vlan_message, vlan_filtering_message};
+use super::{bridge_vlan_dump_message, bridge_vlan_message, vlan_filtering_message};
 
 fn wire(msg: RouteNetlinkMessage) -> Vec<u8> {
     let mut m = NetlinkMessage::from(msg);
@@ -117,4 +117,47 @@ fn bridge_vlan_filtering_on() {
     body.extend(nla(IFLA_LINKINFO, &info));
     let want = with_header(RTM_NEWLINK, body);
     assert_eq!(got, want);
+}
+
+#[test]
+fn bridge_vlan_show_dump_request() {
+    // bridge vlan show: RTM_GETLINK, AF_BRIDGE, IFLA_EXT_MASK = RTEXT_FILTER_BRVLAN
+    const RTM_GETLINK: u16 = 18;
+    const IFLA_EXT_MASK: u16 = 29;
+    const RTEXT_FILTER_BRVLAN: u32 = 2;
+    let got = wire(RouteNetlinkMessage::GetLink(bridge_vlan_dump_message()));
+    let mut body = ifinfomsg(AF_BRIDGE, 0);
+    body.extend(nla(IFLA_EXT_MASK, &RTEXT_FILTER_BRVLAN.to_ne_bytes()));
+    assert_eq!(got, with_header(RTM_GETLINK, body));
+}
+
+#[test]
+fn port_vlans_are_read_from_af_spec() {
+    use rtnetlink::packet_route::link::{
+        AfSpecBridge, BridgeVlanInfo, BridgeVlanInfoFlags, LinkAttribute,
+    };
+    let mut msg = bridge_vlan_message(7, 1, true, true);
+    msg.attributes
+        .push(LinkAttribute::AfSpecBridge(vec![AfSpecBridge::VlanInfo(
+            BridgeVlanInfo {
+                flags: BridgeVlanInfoFlags::empty(),
+                vid: 42,
+            },
+        )]));
+    let vlans: Vec<_> = super::vlan::port_vlans(&msg).collect();
+    assert_eq!(
+        vlans,
+        [
+            super::PortVlan {
+                vid: 1,
+                pvid: true,
+                untagged: true
+            },
+            super::PortVlan {
+                vid: 42,
+                pvid: false,
+                untagged: false
+            },
+        ]
+    );
 }
