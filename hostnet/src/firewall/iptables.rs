@@ -190,10 +190,20 @@ fn families_of(ips: &[IpNetwork]) -> Vec<Family> {
 /// Read the table, let `plan` compute the script body, apply it if non-empty.
 /// Another plugin process may change the table between our read and our
 /// write, making a `-D` miss; so a failed apply is re-planned once.
-fn read_plan_apply(family: Family, plan: impl Fn(&NatTable) -> Vec<String>) -> Result<()> {
+/// With `removing`, a family whose nat table cannot be read at all (tool
+/// missing, IPv6 or nat not available in this kernel) has nothing to remove:
+/// teardown without IPs must not fail on a v4-only host.
+fn read_plan_apply(
+    family: Family,
+    removing: bool,
+    plan: impl Fn(&NatTable) -> Vec<String>,
+) -> Result<()> {
     let mut attempt = 0;
     loop {
-        let table = NatTable::read(family)?;
+        let table = match NatTable::read(family) {
+            Err(e) if removing && unavailable(&e) => return Ok(()),
+            other => other?,
+        };
         let lines = plan(&table);
         if lines.is_empty() {
             return Ok(());
@@ -211,6 +221,15 @@ fn read_plan_apply(family: Family, plan: impl Fn(&NatTable) -> Vec<String>) -> R
     }
 }
 
+/// The error says the table cannot exist here, rather than that reading failed.
+fn unavailable(err: &FirewallError) -> bool {
+    err.is_tool_missing()
+        || matches!(err, FirewallError::Failed { stderr, .. }
+            if ["does not exist", "insmod", "not supported", "Protocol not available"]
+                .iter()
+                .any(|m| stderr.contains(m)))
+}
+
 /// Install the masquerade rules for `ips` (AppendUnique: nothing is added
 /// twice, rules already there — ours or the Go plugin's — are kept).
 pub fn setup(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<()> {
@@ -218,7 +237,7 @@ pub fn setup(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<()>
     let comment = iptables_comment(network, container_id);
     for family in families_of(ips) {
         let wanted = desired_rules(&chain, &comment, ips, family);
-        read_plan_apply(family, |table| {
+        read_plan_apply(family, false, |table| {
             let mut lines = Vec::new();
             if !table.chains.contains(&chain) {
                 lines.push(format!(":{chain} - [0:0]"));
@@ -248,7 +267,7 @@ pub fn teardown(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<
     };
     let mut errs = Vec::new();
     for family in families {
-        if let Err(e) = read_plan_apply(family, |table| table.removal_of(&chain)) {
+        if let Err(e) = read_plan_apply(family, true, |table| table.removal_of(&chain)) {
             errs.push(e);
         }
     }
@@ -285,7 +304,7 @@ pub fn gc(network: &str, valid: &[(&str, &str)]) -> Result<()> {
         .collect();
     let mut errs = Vec::new();
     for family in Family::BOTH {
-        let result = read_plan_apply(family, |table| {
+        let result = read_plan_apply(family, true, |table| {
             stale_chains(table, network, &keep)
                 .iter()
                 .flat_map(|chain| table.removal_of(chain))

@@ -79,3 +79,59 @@ fn teardown_and_gc_clean_both_backends() {
         );
     });
 }
+
+/// Many plugin processes run at once on a busy node: concurrent setups and
+/// teardowns of different attachments must neither fail nor lose rules.
+#[test]
+fn concurrent_setup_and_teardown() {
+    if !privileged("concurrent_setup_and_teardown") {
+        return;
+    }
+    in_netns(|| {
+        // Threads spawned here share this thread's network namespace.
+        let run_all = |teardown: bool| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    std::thread::spawn(move || {
+                        let id = format!("c{i}");
+                        let att = Attachment {
+                            network: "busy",
+                            container_id: &id,
+                            ifname: "eth0",
+                        };
+                        let addrs = ips(&[&format!("10.6.0.{}/24", i + 2)]);
+                        for backend in [Backend::IpTables, Backend::NfTables] {
+                            if teardown {
+                                teardown_ipmasq(&att, &addrs).unwrap();
+                            } else {
+                                setup_ipmasq(Some(backend), &att, &addrs).unwrap();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        };
+        run_all(false);
+        for i in 0..8 {
+            let id = format!("c{i}");
+            let att = Attachment {
+                network: "busy",
+                container_id: &id,
+                ifname: "eth0",
+            };
+            let addrs = ips(&[&format!("10.6.0.{}/24", i + 2)]);
+            assert!(check_ipmasq(Some(Backend::IpTables), &att, &addrs).unwrap());
+            assert!(check_ipmasq(Some(Backend::NfTables), &att, &addrs).unwrap());
+        }
+        assert_eq!(nat_rules(false).len(), 8 * 4);
+        run_all(true);
+        assert!(nat_rules(false).is_empty());
+        assert_eq!(
+            nft_list(&MASQ_CHAIN).matches("masquerade comment").count(),
+            0
+        );
+    });
+}
