@@ -5,6 +5,7 @@ pub mod args;
 pub mod error;
 pub mod invoke;
 pub mod netns;
+pub mod runtime;
 pub mod skel;
 pub mod testutil;
 pub mod types;

@@ -1,0 +1,203 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new() -> Dir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "libcni-cache-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        Dir(p)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const CONFIG: &[u8] =
+    b"{\"cniVersion\":\"1.0.0\",\"name\":\"net\",\"plugins\":[{\"type\":\"bridge\"}]}\n";
+
+/// What Go libcni writes for this attachment, worked out by hand from its rules:
+/// struct field order at the top, base64 `config`, `cniArgs` pairs, and the maps
+/// (`capabilityArgs`, `result`) with sorted keys, all compact and HTML-escaped.
+const GO_FILE: &str = concat!(
+    r#"{"kind":"cniCacheV1","containerId":"cnitool-77383ca0a0715733ca6f","#,
+    r#""config":"eyJjbmlWZXJzaW9uIjoiMS4wLjAiLCJuYW1lIjoibmV0IiwicGx1Z2lucyI6W3sidHlwZSI6ImJyaWRnZSJ9XX0K","#,
+    r#""ifName":"eth0","networkName":"net","netns":"/var/run/netns/testing","#,
+    r#""cniArgs":[["IgnoreUnknown","1"],["K8S_POD_NAME","a\u003cb"]],"#,
+    r#""capabilityArgs":{"mac":"c2:11:22:33:44:55","portMappings":[{"containerPort":80,"hostPort":8080,"protocol":"tcp"}]},"#,
+    r#""result":{"cniVersion":"1.0.0","dns":{"nameservers":["10.1.0.1"]},"#,
+    r#""interfaces":[{"mac":"aa:bb:cc:dd:ee:01","name":"cni0"},{"mac":"aa:bb:cc:dd:ee:02","name":"eth0","sandbox":"/var/run/netns/testing"}],"#,
+    r#""ips":[{"address":"10.1.0.5/16","gateway":"10.1.0.1","interface":1}],"#,
+    r#""routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}]}}"#
+);
+
+const RESULT: &str = r#"{"cniVersion":"1.0.0",
+    "interfaces":[{"name":"cni0","mac":"aa:bb:cc:dd:ee:01"},{"name":"eth0","mac":"aa:bb:cc:dd:ee:02","sandbox":"/var/run/netns/testing"}],
+    "ips":[{"interface":1,"address":"10.1.0.5/16","gateway":"10.1.0.1"}],
+    "routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],
+    "dns":{"nameservers":["10.1.0.1"]}}"#;
+
+fn rt() -> RuntimeConf {
+    RuntimeConf {
+        container_id: "cnitool-77383ca0a0715733ca6f".into(),
+        netns: "/var/run/netns/testing".into(),
+        ifname: "eth0".into(),
+        args: vec![
+            ("IgnoreUnknown".into(), "1".into()),
+            ("K8S_POD_NAME".into(), "a<b".into()),
+        ],
+        capability_args: serde_json::from_str(
+            r#"{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}],"mac":"c2:11:22:33:44:55"}"#,
+        )
+        .unwrap(),
+    }
+}
+
+fn result() -> CniResult {
+    CniResult::parse_bytes(RESULT.as_bytes(), "").unwrap()
+}
+
+#[test]
+fn writes_byte_for_byte_what_go_writes() {
+    let d = Dir::new();
+    let cache = Cache::new(&d.0);
+    cache.add(&result(), CONFIG, "net", &rt()).unwrap();
+    let path = d.0.join("results/net-cnitool-77383ca0a0715733ca6f-eth0");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), GO_FILE);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&d.0.join("results")), 0o700);
+}
+
+#[test]
+fn reads_what_go_writes() {
+    let d = Dir::new();
+    std::fs::create_dir_all(d.0.join("results")).unwrap();
+    std::fs::write(
+        d.0.join("results/net-cnitool-77383ca0a0715733ca6f-eth0"),
+        GO_FILE,
+    )
+    .unwrap();
+    let cache = Cache::new(&d.0);
+    let bare = RuntimeConf {
+        container_id: "cnitool-77383ca0a0715733ca6f".into(),
+        ifname: "eth0".into(),
+        ..Default::default()
+    };
+    let r = cache.result("net", "1.0.0", &bare).unwrap().unwrap();
+    assert_eq!(r, result());
+    // Converted to the config's version for use as prevResult.
+    let r = cache.result("net", "0.4.0", &bare).unwrap().unwrap();
+    assert_eq!(r.cni_version, "0.4.0");
+    let (config, refilled) = cache.config("net", &bare).unwrap().unwrap();
+    assert_eq!(config, CONFIG);
+    assert_eq!(refilled.args, rt().args);
+    assert_eq!(refilled.capability_args, rt().capability_args);
+    let atts = cache.attachments(None).unwrap();
+    assert_eq!(atts.len(), 1);
+    assert_eq!(atts[0].network, "net");
+    assert_eq!(atts[0].netns, "/var/run/netns/testing");
+    assert_eq!(atts[0].config, CONFIG);
+}
+
+#[test]
+fn minimal_entry_omits_empty_fields_and_keeps_dns_of_old_versions() {
+    let d = Dir::new();
+    let cache = Cache::new(&d.0);
+    let rt = RuntimeConf {
+        container_id: "c1".into(),
+        ifname: "eth0".into(),
+        ..Default::default()
+    };
+    let r = CniResult::parse_bytes(
+        br#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.0.0.2/24"}]}"#,
+        "",
+    )
+    .unwrap();
+    cache.add(&r, b"{}", "n", &rt).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(d.0.join("results/n-c1-eth0")).unwrap(),
+        r#"{"kind":"cniCacheV1","containerId":"c1","config":"e30=","ifName":"eth0","networkName":"n","result":{"cniVersion":"0.4.0","dns":{},"ips":[{"address":"10.0.0.2/24","version":"4"}]}}"#
+    );
+}
+
+#[test]
+fn missing_legacy_and_corrupt_entries() {
+    let d = Dir::new();
+    let cache = Cache::new(&d.0);
+    let rt = RuntimeConf {
+        container_id: "c1".into(),
+        ifname: "eth0".into(),
+        ..Default::default()
+    };
+    assert_eq!(cache.result("n", "1.0.0", &rt).unwrap(), None);
+    assert!(cache.config("n", &rt).unwrap().is_none());
+    std::fs::create_dir_all(cache.results_dir()).unwrap();
+    let file = cache.file_path("n", &rt).unwrap();
+    // Legacy: the file is a bare result.
+    std::fs::write(
+        &file,
+        r#"{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.0.0.2/24"}],"dns":{}}"#,
+    )
+    .unwrap();
+    let r = cache.result("n", "1.0.0", &rt).unwrap().unwrap();
+    assert_eq!(r.cni_version, "1.0.0");
+    assert_eq!(r.ips[0].address.to_string(), "10.0.0.2/24");
+    assert!(matches!(
+        cache.config("n", &rt).unwrap_err(),
+        CacheError::WrongKind { .. }
+    ));
+    std::fs::write(&file, "{garbage").unwrap();
+    assert!(cache.result("n", "1.0.0", &rt).is_err());
+    assert!(cache.attachments(None).unwrap().is_empty());
+    cache.remove("n", &rt).unwrap();
+    cache.remove("n", &rt).unwrap();
+    assert!(!file.exists());
+    let e = cache.file_path("", &rt).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("cache file path requires network name")
+    );
+}
+
+#[test]
+fn attachments_filtered_by_container_like_go() {
+    let d = Dir::new();
+    let cache = Cache::new(&d.0);
+    for (net, id, ifname) in [
+        ("b", "c1", "eth0"),
+        ("a", "c1", "eth1"),
+        ("a", "c2", "eth0"),
+    ] {
+        let rt = RuntimeConf {
+            container_id: id.into(),
+            ifname: ifname.into(),
+            ..Default::default()
+        };
+        cache.add(&result(), b"{}", net, &rt).unwrap();
+    }
+    std::fs::write(cache.results_dir().join("junk-c1-x"), "{}").unwrap();
+    let all: Vec<_> = cache
+        .attachments(None)
+        .unwrap()
+        .into_iter()
+        .map(|a| format!("{}/{}/{}", a.network, a.container_id, a.ifname))
+        .collect();
+    assert_eq!(all, ["a/c1/eth1", "a/c2/eth0", "b/c1/eth0"]);
+    let c1: Vec<_> = cache
+        .attachments(Some("c1"))
+        .unwrap()
+        .into_iter()
+        .map(|a| a.network)
+        .collect();
+    assert_eq!(c1, ["a", "b"]);
+}
