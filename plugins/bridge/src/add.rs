@@ -1,0 +1,239 @@
+//! ADD, in the reference's order: bridge, veth, port options, spoof check, IPAM, container
+//! addresses and routes, gateway addresses, forwarding, masquerade, port-state wait.
+//! Everything done for this attachment is undone if a later step fails.
+
+use crate::config::{BridgeConf, format_mac};
+use crate::container;
+use crate::fail::{Context, fail};
+use crate::gateway::calc_gateways;
+use crate::host;
+use crate::rollback::Rollback;
+use hostnet::firewall::{self, Attachment, spoofcheck};
+use hostnet::netlink::{IpFamily, Link, Netlink};
+use libcni::invoke::Delegate;
+use libcni::netns::Netns;
+use libcni::skel::CmdArgs;
+use libcni::types::{CniResult, Interface};
+use libcni::{Error, version};
+use std::os::fd::AsFd;
+
+/// Attempts at a free random host veth name.
+const VETH_NAME_ATTEMPTS: usize = 10;
+
+pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
+    let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
+    if !conf.is_layer3() && !version::at_least(&args.config_version, "0.3.0")? {
+        // The reference finds this out only after creating the veth.
+        return Err(Error::internal("cannot convert: no valid IP addresses"));
+    }
+    let netns = Netns::open(&args.netns)
+        .map_err(|e| fail(format!("failed to open netns {:?}", args.netns), e))?;
+    let host = Netlink::current().context("failed to open netlink socket")?;
+    let ctr = Netlink::in_netns(netns.as_fd())
+        .context("failed to open netlink socket in the container")?;
+    let mut rollback = Rollback::default();
+    match add_attachment(args, &conf, &netns, &host, &ctr, &mut rollback) {
+        Ok(result) => Ok(result),
+        Err(e) => {
+            rollback.run(&host, &conf, args);
+            Err(e)
+        }
+    }
+}
+
+fn add_attachment(
+    args: &CmdArgs,
+    conf: &BridgeConf,
+    netns: &Netns,
+    host: &Netlink,
+    ctr: &Netlink,
+    rollback: &mut Rollback,
+) -> Result<CniResult, Error> {
+    let br = host::ensure_bridge(host, conf)?;
+    let (host_veth, ctr_veth) = setup_veth(args, conf, netns, host, ctr, &br, rollback)?;
+    let ctr_mac = ctr_veth.mac.map(|m| format_mac(&m)).unwrap_or_default();
+    let mut result = CniResult {
+        cni_version: args.config_version.clone(),
+        interfaces: vec![
+            iface(&br.name, br.mac),
+            iface(&host_veth.name, host_veth.mac),
+            Interface {
+                sandbox: args.netns.clone(),
+                ..iface(&ctr_veth.name, ctr_veth.mac)
+            },
+        ],
+        ..Default::default()
+    };
+
+    if conf.macspoofchk {
+        rollback.spoofcheck = true;
+        spoofcheck::setup(&args.container_id, &args.ifname, &host_veth.name, &ctr_mac)
+            .context("failed to set up mac spoof check")?;
+    }
+
+    if conf.is_layer3() {
+        let ipam = Delegate {
+            plugin_type: conf.common.ipam_type(),
+            cni_path: &args.path,
+            netconf: &args.stdin_data,
+        };
+        let ipam_result = ipam.add()?;
+        rollback.ipam = true;
+        if ipam_result.ips.is_empty() {
+            return Err(Error::internal("IPAM plugin returned missing IP config"));
+        }
+        result.ips = ipam_result.ips;
+        result.routes = ipam_result.routes;
+        result.dns = ipam_result.dns;
+        let gateways = calc_gateways(&mut result, conf);
+
+        let has_v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
+        container::set_sysctls(netns, &args.ifname, conf.enable_dad, has_v6)?;
+        container::configure_iface(ctr, ctr_veth.index, &args.ifname, &result)?;
+
+        let gw_link = if conf.vlan != 0 && conf.is_gateway {
+            let vlan_if = host::ensure_vlan_interface(host, &br, conf)?;
+            result.interfaces.push(iface(&vlan_if.name, vlan_if.mac));
+            vlan_if
+        } else {
+            br.clone()
+        };
+        for (family, gws) in [(IpFamily::V4, &gateways.v4), (IpFamily::V6, &gateways.v6)] {
+            for gw in gws {
+                host::ensure_gateway_addr(host, &gw_link, *gw, conf.force_address).map_err(
+                    |e| Error::internal(format!("failed to set bridge addr: {}", e.msg)),
+                )?;
+            }
+            if !gws.is_empty() {
+                host::enable_forwarding(family)?;
+            }
+        }
+
+        if conf.ip_masq {
+            let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
+            rollback.ipmasq = ips.clone();
+            let att = Attachment {
+                network: conf.name(),
+                container_id: &args.container_id,
+                ifname: &args.ifname,
+            };
+            firewall::setup_ipmasq(conf.ip_masq_backend, &att, &ips)
+                .context("failed to set up IP masquerading")?;
+        }
+    } else if !conf.disable_container_interface {
+        ctr.set_up(ctr_veth.index)
+            .context(format!("failed to set {:?} up", args.ifname))?;
+    }
+
+    let host_veth = if conf.disable_container_interface {
+        host.link_by_index(host_veth.index)
+            .context("failed to lookup host veth")?
+    } else {
+        host.wait_oper_up(host_veth.index)
+            .map_err(|e| match e.last_state() {
+                Some(state) => Error::internal(format!("bridge port in error state: {state}")),
+                None => fail("failed to read bridge port state", e),
+            })?
+    };
+    // The host veth MAC and the bridge MAC may change as ports join.
+    result.interfaces[1].mac = mac_string(host_veth.mac);
+    result.interfaces[0].mac = mac_string(host::bridge_by_name(host, &conf.bridge)?.mac);
+    if let Some(dns) = conf.dns_override() {
+        result.dns = dns.clone();
+    }
+    // Fail now (and roll back) rather than when skel prints an unconvertible result.
+    result.to_value(&args.config_version)?;
+    Ok(result)
+}
+
+/// Creates the veth pair with the container end born in the container, attaches the host
+/// end to the bridge with the port options, and returns (host end, container end).
+fn setup_veth(
+    args: &CmdArgs,
+    conf: &BridgeConf,
+    netns: &Netns,
+    host: &Netlink,
+    ctr: &Netlink,
+    br: &Link,
+    rollback: &mut Rollback,
+) -> Result<(Link, Link), Error> {
+    if ctr
+        .link_by_name(&args.ifname)
+        .context("failed to look up container interface")?
+        .is_some()
+    {
+        return Err(Error::internal(format!(
+            "container veth name ({:?}) already exists",
+            args.ifname
+        )));
+    }
+    let mut host_name = host::random_veth_name()?;
+    let mut attempt = 1;
+    loop {
+        match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns.as_fd()) {
+            Ok(()) => break,
+            Err(e) if e.is_exists() && attempt < VETH_NAME_ATTEMPTS => {
+                attempt += 1;
+                host_name = host::random_veth_name()?;
+            }
+            Err(e) => {
+                return Err(fail(
+                    format!("failed to make veth pair for {:?}", args.ifname),
+                    e,
+                ));
+            }
+        }
+    }
+    let host_veth = host
+        .link_by_name(&host_name)
+        .context(format!("failed to lookup {host_name:?}"))?
+        .ok_or_else(|| {
+            Error::internal(format!("failed to lookup {host_name:?}: Link not found"))
+        })?;
+    rollback.host_veth = Some(host_veth.index);
+    let ctr_veth = ctr
+        .link_by_name(&args.ifname)
+        .context(format!("failed to lookup {:?}", args.ifname))?
+        .ok_or_else(|| {
+            Error::internal(format!(
+                "failed to lookup {:?}: Link not found",
+                args.ifname
+            ))
+        })?;
+
+    host.set_master(host_veth.index, br.index).context(format!(
+        "failed to connect {host_name:?} to bridge {}",
+        br.name
+    ))?;
+    host.set_port_options(
+        host_veth.index,
+        Some(conf.hairpin_mode),
+        conf.port_isolation.then_some(true),
+    )
+    .context(format!("failed to set up port options for {host_name}"))?;
+    crate::vlan::configure_port(host, host_veth.index, conf).map_err(|e| {
+        fail(
+            format!("failed to setup vlan tag on interface {host_name:?}"),
+            e,
+        )
+    })?;
+    host.set_up(host_veth.index)
+        .context(format!("failed to set {host_name:?} up"))?;
+    // We own the routes of the host end too.
+    if let Ok(path) = hostnet::sysctl::path(&["net", "ipv6", "conf", &host_name, "accept_ra"]) {
+        let _ = hostnet::sysctl::ensure_path(&path, "0");
+    }
+    Ok((host_veth, ctr_veth))
+}
+
+fn mac_string(mac: Option<[u8; 6]>) -> String {
+    mac.map(|m| format_mac(&m)).unwrap_or_default()
+}
+
+fn iface(name: &str, mac: Option<[u8; 6]>) -> Interface {
+    Interface {
+        name: name.to_string(),
+        mac: mac_string(mac),
+        ..Default::default()
+    }
+}

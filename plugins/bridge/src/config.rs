@@ -1,0 +1,258 @@
+//! The bridge plugin's configuration: the reference's fields, defaults, validation and
+//! messages. Everything is checked here, before the plugin touches the node.
+
+use hostnet::firewall::Backend;
+use libcni::types::{Dns, NetConf as CommonConf};
+use libcni::{Error, args};
+use serde::Deserialize;
+
+pub const DEFAULT_BRIDGE: &str = "cni0";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BridgeConf {
+    pub common: CommonConf,
+    pub bridge: String,
+    pub is_gateway: bool,
+    pub is_default_gateway: bool,
+    pub force_address: bool,
+    pub ip_masq: bool,
+    /// `None`: pick the backend the node supports (iptables unless only nftables works).
+    pub ip_masq_backend: Option<Backend>,
+    pub mtu: Option<u32>,
+    pub hairpin_mode: bool,
+    pub promisc_mode: bool,
+    pub vlan: u16,
+    /// Sorted, deduplicated trunk VLAN IDs.
+    pub vlan_trunk: Vec<u16>,
+    pub preserve_default_vlan: bool,
+    pub enable_dad: bool,
+    pub macspoofchk: bool,
+    pub disable_container_interface: bool,
+    pub port_isolation: bool,
+    /// Container MAC from runtimeConfig.mac > args.cni.mac > CNI_ARGS MAC.
+    pub mac: Option<[u8; 6]>,
+}
+
+/// The raw JSON form; validated into [`BridgeConf`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Raw {
+    #[serde(default)]
+    bridge: Option<String>,
+    #[serde(default)]
+    is_gateway: bool,
+    #[serde(default)]
+    is_default_gateway: bool,
+    #[serde(default)]
+    force_address: bool,
+    #[serde(default)]
+    ip_masq: bool,
+    #[serde(default)]
+    ip_masq_backend: Option<String>,
+    #[serde(default)]
+    mtu: i64,
+    #[serde(default)]
+    hairpin_mode: bool,
+    #[serde(default)]
+    promisc_mode: bool,
+    #[serde(default)]
+    vlan: i64,
+    #[serde(default)]
+    vlan_trunk: Option<Vec<VlanTrunk>>,
+    #[serde(default)]
+    preserve_default_vlan: bool,
+    #[serde(default, rename = "enabledad")]
+    enable_dad: bool,
+    #[serde(default, rename = "macspoofchk")]
+    macspoofchk: bool,
+    #[serde(default)]
+    disable_container_interface: bool,
+    #[serde(default)]
+    port_isolation: bool,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy)]
+#[serde(rename_all = "camelCase")]
+struct VlanTrunk {
+    #[serde(rename = "minID")]
+    min_id: Option<i64>,
+    #[serde(rename = "maxID")]
+    max_id: Option<i64>,
+    id: Option<i64>,
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::invalid_config(msg)
+}
+
+impl BridgeConf {
+    /// Parses and validates stdin plus CNI_ARGS.
+    pub fn load(stdin: &[u8], cni_args: &str) -> Result<BridgeConf, Error> {
+        let common = CommonConf::parse(stdin)?;
+        let raw: Raw = serde_json::from_slice(stdin)
+            .map_err(|e| invalid(format!("failed to load netconf: {e}")))?;
+        if !(0..=4094).contains(&raw.vlan) {
+            return Err(invalid(format!(
+                "invalid VLAN ID {} (must be between 0 and 4094)",
+                raw.vlan
+            )));
+        }
+        let mtu = match raw.mtu {
+            0 => None,
+            m if (68..=65535).contains(&m) => Some(m as u32),
+            m => {
+                return Err(invalid(format!(
+                    "invalid mtu {m} (must be between 68 and 65535)"
+                )));
+            }
+        };
+        let ip_masq_backend = match raw.ip_masq_backend.as_deref() {
+            None | Some("") => None,
+            Some("iptables") => Some(Backend::IpTables),
+            Some("nftables") => Some(Backend::NfTables),
+            Some(other) => return Err(invalid(format!("unknown ipmasq backend {other:?}"))),
+        };
+        let conf = BridgeConf {
+            mac: container_mac(&common, cni_args)?,
+            bridge: raw
+                .bridge
+                .filter(|b| !b.is_empty())
+                .unwrap_or_else(|| DEFAULT_BRIDGE.to_string()),
+            is_gateway: raw.is_gateway || raw.is_default_gateway,
+            is_default_gateway: raw.is_default_gateway,
+            force_address: raw.force_address,
+            ip_masq: raw.ip_masq,
+            ip_masq_backend,
+            mtu,
+            hairpin_mode: raw.hairpin_mode,
+            promisc_mode: raw.promisc_mode,
+            vlan: raw.vlan as u16,
+            vlan_trunk: collect_vlan_trunk(raw.vlan_trunk.as_deref())?,
+            preserve_default_vlan: raw.preserve_default_vlan,
+            enable_dad: raw.enable_dad,
+            macspoofchk: raw.macspoofchk,
+            disable_container_interface: raw.disable_container_interface,
+            port_isolation: raw.port_isolation,
+            common,
+        };
+        libcni::skel::validate_ifname(&conf.bridge)
+            .map_err(|e| invalid(format!("invalid bridge name {:?}: {}", conf.bridge, e.msg)))?;
+        if conf.disable_container_interface && conf.is_layer3() {
+            return Err(invalid(
+                "cannot use IPAM when DisableContainerInterface flag is set",
+            ));
+        }
+        if conf.hairpin_mode && conf.promisc_mode {
+            return Err(invalid(
+                "cannot set hairpin mode and promiscuous mode at the same time",
+            ));
+        }
+        Ok(conf)
+    }
+
+    /// L3 mode: an IPAM plugin hands out addresses. Without `ipam.type` the bridge is pure L2.
+    pub fn is_layer3(&self) -> bool {
+        !self.common.ipam_type().is_empty()
+    }
+
+    pub fn vlan_filtering(&self) -> bool {
+        self.vlan != 0 || !self.vlan_trunk.is_empty()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.common.name
+    }
+
+    /// The config's own `dns`, when any field is set (it then replaces the IPAM's).
+    pub fn dns_override(&self) -> Option<&Dns> {
+        self.common.dns.as_ref().filter(|d| !d.is_empty())
+    }
+}
+
+fn container_mac(common: &CommonConf, cni_args: &str) -> Result<Option<[u8; 6]>, Error> {
+    let from_runtime = common
+        .runtime_config_value("mac")
+        .and_then(|v| v.as_str())
+        .filter(|s| !s.is_empty());
+    let from_args = common
+        .args_cni_value("mac")
+        .and_then(|v| v.as_str())
+        .filter(|s| !s.is_empty());
+    let env_args = args::load(cni_args, &["MAC"])?;
+    let from_env = args::get(&env_args, "MAC").filter(|s| !s.is_empty());
+    let (source, text) = match (from_runtime, from_args, from_env) {
+        (Some(m), _, _) => ("runtimeConfig.mac", m),
+        (None, Some(m), _) => ("args.cni.mac", m),
+        (None, None, Some(m)) => ("CNI_ARGS MAC", m),
+        (None, None, None) => return Ok(None),
+    };
+    parse_mac(text)
+        .map(Some)
+        .ok_or_else(|| invalid(format!("invalid MAC address {text:?} in {source}")))
+}
+
+/// A 48-bit MAC in `aa:bb:cc:dd:ee:ff` or `aa-bb-...` form.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let parts: Vec<&str> = s.split([':', '-']).collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    let mut mac = [0u8; 6];
+    for (byte, part) in mac.iter_mut().zip(parts) {
+        if part.len() != 2 {
+            return None;
+        }
+        *byte = u8::from_str_radix(part, 16).ok()?;
+    }
+    Some(mac)
+}
+
+pub fn format_mac(mac: &[u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Go `collectVlanTrunk`: ranges and single IDs, each 1..4094, deduplicated and sorted.
+fn collect_vlan_trunk(trunk: Option<&[VlanTrunk]>) -> Result<Vec<u16>, Error> {
+    let valid = |v: i64| (1..=4094).contains(&v);
+    let mut vids = std::collections::BTreeSet::new();
+    for item in trunk.unwrap_or_default() {
+        match (item.min_id, item.max_id) {
+            (Some(min), Some(max)) => {
+                if !valid(min) {
+                    return Err(invalid("incorrect trunk minID parameter"));
+                }
+                if !valid(max) {
+                    return Err(invalid("incorrect trunk maxID parameter"));
+                }
+                if max < min {
+                    return Err(invalid("minID is greater than maxID in trunk parameter"));
+                }
+                vids.extend((min..=max).map(|v| v as u16));
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "minID and maxID should be configured simultaneously, minID is missing",
+                ));
+            }
+            (Some(_), None) => {
+                return Err(invalid(
+                    "minID and maxID should be configured simultaneously, maxID is missing",
+                ));
+            }
+            (None, None) => {}
+        }
+        if let Some(id) = item.id {
+            if !valid(id) {
+                return Err(invalid("incorrect trunk id parameter"));
+            }
+            vids.insert(id as u16);
+        }
+    }
+    Ok(vids.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests;

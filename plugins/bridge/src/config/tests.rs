@@ -1,0 +1,212 @@
+use super::*;
+
+fn load(json: &str) -> Result<BridgeConf, Error> {
+    BridgeConf::load(json.as_bytes(), "")
+}
+
+#[test]
+fn defaults() {
+    let c = load(r#"{"cniVersion":"1.0.0","name":"n","type":"bridge"}"#).unwrap();
+    assert_eq!(c.bridge, "cni0");
+    assert!(!c.is_gateway && !c.ip_masq && !c.is_layer3() && !c.vlan_filtering());
+    assert!(!c.preserve_default_vlan);
+    assert_eq!((c.mtu, c.mac, c.ip_masq_backend), (None, None, None));
+    let c = load(r#"{"name":"n","ipam":{}}"#).unwrap();
+    assert!(!c.is_layer3(), "an ipam object without type is L2");
+}
+
+#[test]
+fn default_gateway_implies_gateway() {
+    let c = load(r#"{"name":"n","isDefaultGateway":true,"ipam":{"type":"host-local"}}"#).unwrap();
+    assert!(c.is_gateway && c.is_default_gateway && c.is_layer3());
+}
+
+#[test]
+fn vlan_ids() {
+    assert_eq!(load(r#"{"name":"n","vlan":0}"#).unwrap().vlan, 0);
+    assert_eq!(load(r#"{"name":"n","vlan":4094}"#).unwrap().vlan, 4094);
+    for v in [-100, 5000, 4095] {
+        let e = load(&format!(r#"{{"name":"n","vlan":{v}}}"#)).unwrap_err();
+        assert_eq!(
+            e.msg,
+            format!("invalid VLAN ID {v} (must be between 0 and 4094)")
+        );
+        assert_eq!(e.code, 7);
+    }
+}
+
+#[test]
+fn vlan_trunk_collects() {
+    let trunk = |t: &str| load(&format!(r#"{{"name":"n","vlanTrunk":{t}}}"#));
+    assert_eq!(trunk("[]").unwrap().vlan_trunk, Vec::<u16>::new());
+    assert_eq!(
+        trunk(r#"[{"minID":100,"maxID":105}]"#).unwrap().vlan_trunk,
+        vec![100, 101, 102, 103, 104, 105]
+    );
+    assert_eq!(trunk(r#"[{"id":10}]"#).unwrap().vlan_trunk, vec![10]);
+    assert_eq!(
+        trunk(r#"[{"id":300},{"minID":101,"maxID":103},{"id":5},{"id":102}]"#)
+            .unwrap()
+            .vlan_trunk,
+        vec![5, 101, 102, 103, 300]
+    );
+    assert!(trunk(r#"[{"id":10}]"#).unwrap().vlan_filtering());
+    // vlan and vlanTrunk together are allowed (since v1.8.0).
+    assert!(load(r#"{"name":"n","vlan":100,"vlanTrunk":[{"id":101}]}"#).is_ok());
+}
+
+#[test]
+fn vlan_trunk_errors() {
+    let cases = [
+        (
+            r#"[{"minID":0,"maxID":10}]"#,
+            "incorrect trunk minID parameter",
+        ),
+        (
+            r#"[{"minID":4095,"maxID":4095}]"#,
+            "incorrect trunk minID parameter",
+        ),
+        (
+            r#"[{"minID":1,"maxID":0}]"#,
+            "incorrect trunk maxID parameter",
+        ),
+        (
+            r#"[{"minID":1,"maxID":5000}]"#,
+            "incorrect trunk maxID parameter",
+        ),
+        (
+            r#"[{"minID":10,"maxID":5}]"#,
+            "minID is greater than maxID in trunk parameter",
+        ),
+        (
+            r#"[{"maxID":5}]"#,
+            "minID and maxID should be configured simultaneously, minID is missing",
+        ),
+        (
+            r#"[{"minID":5}]"#,
+            "minID and maxID should be configured simultaneously, maxID is missing",
+        ),
+        (r#"[{"id":0}]"#, "incorrect trunk id parameter"),
+        (r#"[{"id":4095}]"#, "incorrect trunk id parameter"),
+    ];
+    for (t, msg) in cases {
+        let e = load(&format!(r#"{{"name":"n","vlanTrunk":{t}}}"#)).unwrap_err();
+        assert_eq!(e.msg, msg, "{t}");
+    }
+}
+
+#[test]
+fn exclusive_options() {
+    let e = load(r#"{"name":"n","hairpinMode":true,"promiscMode":true}"#).unwrap_err();
+    assert_eq!(
+        e.msg,
+        "cannot set hairpin mode and promiscuous mode at the same time"
+    );
+    let e = load(r#"{"name":"n","disableContainerInterface":true,"ipam":{"type":"host-local"}}"#)
+        .unwrap_err();
+    assert_eq!(
+        e.msg,
+        "cannot use IPAM when DisableContainerInterface flag is set"
+    );
+    assert!(load(r#"{"name":"n","disableContainerInterface":true}"#).is_ok());
+}
+
+#[test]
+fn ipmasq_backend() {
+    assert_eq!(
+        load(r#"{"name":"n","ipMasqBackend":"nftables"}"#)
+            .unwrap()
+            .ip_masq_backend,
+        Some(Backend::NfTables)
+    );
+    assert_eq!(
+        load(r#"{"name":"n","ipMasqBackend":"iptables"}"#)
+            .unwrap()
+            .ip_masq_backend,
+        Some(Backend::IpTables)
+    );
+    assert_eq!(
+        load(r#"{"name":"n","ipMasqBackend":"pf"}"#)
+            .unwrap_err()
+            .msg,
+        "unknown ipmasq backend \"pf\""
+    );
+}
+
+#[test]
+fn bad_types_and_values_name_the_field() {
+    let e = load(r#"{"name":"n","mtu":"big"}"#).unwrap_err();
+    assert_eq!(e.code, 7);
+    assert!(e.msg.starts_with("failed to load netconf: "), "{}", e.msg);
+    assert!(
+        load(r#"{"name":"n","mtu":20}"#)
+            .unwrap_err()
+            .msg
+            .contains("mtu")
+    );
+    assert!(
+        load(r#"{"name":"n","bridge":"a/b"}"#)
+            .unwrap_err()
+            .msg
+            .contains("bridge name")
+    );
+    assert!(
+        load(r#"{"name":"n","bridge":"averyveryverylongname"}"#)
+            .unwrap_err()
+            .msg
+            .contains("bridge name")
+    );
+}
+
+#[test]
+fn mac_precedence_runtime_config_then_args_then_cni_args() {
+    let env = "IgnoreUnknown=1;MAC=02:00:00:00:00:03";
+    let all = r#"{"name":"n","runtimeConfig":{"mac":"02:00:00:00:00:01"},"args":{"cni":{"mac":"02:00:00:00:00:02"}}}"#;
+    let args_only = r#"{"name":"n","args":{"cni":{"mac":"02:00:00:00:00:02"}}}"#;
+    let none = r#"{"name":"n"}"#;
+    let mac = |json: &str, env: &str| {
+        BridgeConf::load(json.as_bytes(), env)
+            .unwrap()
+            .mac
+            .map(|m| format_mac(&m))
+    };
+    assert_eq!(mac(all, env).as_deref(), Some("02:00:00:00:00:01"));
+    assert_eq!(mac(args_only, env).as_deref(), Some("02:00:00:00:00:02"));
+    assert_eq!(mac(none, env).as_deref(), Some("02:00:00:00:00:03"));
+    assert_eq!(mac(none, ""), None);
+    let e = BridgeConf::load(none.as_bytes(), "MAC=zz:00:00:00:00:00").unwrap_err();
+    assert_eq!(
+        e.msg,
+        "invalid MAC address \"zz:00:00:00:00:00\" in CNI_ARGS MAC"
+    );
+    let e = BridgeConf::load(none.as_bytes(), "FOO=1").unwrap_err();
+    assert!(e.msg.starts_with("ARGS: unknown args"));
+}
+
+#[test]
+fn mac_parsing() {
+    assert_eq!(parse_mac("02:00:00:00:00:0a"), Some([2, 0, 0, 0, 0, 10]));
+    assert_eq!(parse_mac("02-00-00-00-00-0A"), Some([2, 0, 0, 0, 0, 10]));
+    for bad in [
+        "",
+        "02:00:00:00:00",
+        "02:00:00:00:00:00:00",
+        "2:0:0:0:0:0",
+        "02:00:00:00:00:0g",
+    ] {
+        assert_eq!(parse_mac(bad), None, "{bad}");
+    }
+    assert_eq!(format_mac(&[2, 0, 0, 0, 0, 10]), "02:00:00:00:00:0a");
+}
+
+#[test]
+fn dns_override_only_when_set() {
+    assert!(
+        load(r#"{"name":"n","dns":{}}"#)
+            .unwrap()
+            .dns_override()
+            .is_none()
+    );
+    let c = load(r#"{"name":"n","dns":{"nameservers":["1.1.1.1"]}}"#).unwrap();
+    assert_eq!(c.dns_override().unwrap().nameservers, vec!["1.1.1.1"]);
+}

@@ -1,0 +1,136 @@
+//! DEL: best effort and idempotent. The container link goes first (it collects the
+//! addresses whose masquerade rules must go), then the IP reservation, then the firewall
+//! rules. A missing, empty or broken netns, a missing link or a missing IPAM record is
+//! not an error; `prevResult` supplies the IPs when the container side is gone.
+
+use crate::config::BridgeConf;
+use crate::fail::Context;
+use hostnet::firewall::{self, Attachment, spoofcheck};
+use hostnet::netlink::Netlink;
+use ipnetwork::IpNetwork;
+use libcni::Error;
+use libcni::invoke::Delegate;
+use libcni::netns::{Netns, NetnsError};
+use libcni::skel::CmdArgs;
+use libcni::types::CniResult;
+use std::os::fd::AsFd;
+
+pub fn del(args: &CmdArgs) -> Result<(), Error> {
+    let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
+    let mut ips = prev_result_ips(&conf, &args.config_version);
+    for ip in delete_container_link(args)? {
+        if !ips.contains(&ip) {
+            ips.push(ip);
+        }
+    }
+
+    let mut errors = Vec::new();
+    if conf.is_layer3() {
+        let ipam = Delegate {
+            plugin_type: conf.common.ipam_type(),
+            cni_path: &args.path,
+            netconf: &args.stdin_data,
+        };
+        if let Err(e) = ipam.run("DEL") {
+            errors.push(e);
+        }
+    }
+    if conf.macspoofchk
+        && let Err(e) = spoofcheck::teardown(&args.container_id, &args.ifname)
+    {
+        errors.push(crate::fail::fail("failed to remove mac spoof check", e));
+    }
+    if conf.is_layer3() && conf.ip_masq {
+        let att = Attachment {
+            network: conf.name(),
+            container_id: &args.container_id,
+            ifname: &args.ifname,
+        };
+        if let Err(e) = firewall::teardown_ipmasq(&att, &ips) {
+            errors.push(crate::fail::fail("failed to remove IP masquerading", e));
+        }
+    }
+    // The first error is returned so the runtime retries; everything else was still done.
+    match errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Deletes the container interface and returns its global addresses. A namespace that is
+/// gone or is not a namespace any more (`unknown FS magic`) means there is nothing to delete.
+fn delete_container_link(args: &CmdArgs) -> Result<Vec<IpNetwork>, Error> {
+    if args.netns.is_empty() {
+        return Ok(vec![]);
+    }
+    let netns = match Netns::open(&args.netns) {
+        Ok(ns) => ns,
+        Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
+            eprintln!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
+            return Ok(vec![]);
+        }
+        Err(e) => {
+            return Err(crate::fail::fail(
+                format!("failed to open netns {:?}", args.netns),
+                e,
+            ));
+        }
+    };
+    let nl = Netlink::in_netns(netns.as_fd())
+        .context("failed to open netlink socket in the container")?;
+    let Some(link) = nl
+        .link_by_name(&args.ifname)
+        .context(format!("failed to lookup {:?}", args.ifname))?
+    else {
+        return Ok(vec![]);
+    };
+    let addrs = nl
+        .addresses(Some(link.index))
+        .context(format!("failed to get IP addresses for {:?}", args.ifname))?;
+    match nl.delete_link(link.index) {
+        Err(e) if !e.is_no_device() => {
+            return Err(crate::fail::fail(
+                format!("failed to delete {:?}", args.ifname),
+                e,
+            ));
+        }
+        _ => {}
+    }
+    Ok(addrs
+        .into_iter()
+        .map(|a| a.addr)
+        .filter(is_global_unicast)
+        .collect())
+}
+
+fn is_global_unicast(a: &IpNetwork) -> bool {
+    match a.ip() {
+        std::net::IpAddr::V4(v4) => {
+            !(v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_multicast()
+                || v4.is_unspecified()
+                || v4.is_broadcast())
+        }
+        std::net::IpAddr::V6(v6) => {
+            !(v6.is_loopback()
+                || v6.is_multicast()
+                || v6.is_unspecified()
+                || v6.segments()[0] & 0xffc0 == 0xfe80)
+        }
+    }
+}
+
+/// The container IPs the runtime recorded for this attachment, if it sent a usable prevResult.
+fn prev_result_ips(conf: &BridgeConf, config_version: &str) -> Vec<IpNetwork> {
+    let Some(prev) = &conf.common.prev_result else {
+        return vec![];
+    };
+    match CniResult::parse(prev, config_version) {
+        Ok(r) => r.ips.into_iter().map(|ip| ip.address).collect(),
+        Err(e) => {
+            eprintln!("bridge: DEL: ignoring unreadable prevResult: {e}");
+            vec![]
+        }
+    }
+}

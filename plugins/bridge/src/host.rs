@@ -1,0 +1,180 @@
+//! Host-side kernel work: the bridge, its gateway addresses and the host end of the veth.
+
+use crate::config::BridgeConf;
+use crate::fail::{Context, fail};
+use hostnet::netlink::{IpFamily, Link, Netlink};
+use hostnet::sysctl;
+use ipnetwork::IpNetwork;
+use libcni::Error;
+
+/// Creates the bridge if needed (a concurrent creator winning the race is fine), checks
+/// that an existing link of that name is a bridge, and brings it up.
+pub fn ensure_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error> {
+    let name = &conf.bridge;
+    let created = match nl.create_bridge(name, conf.mtu) {
+        Ok(()) => true,
+        Err(e) if e.is_exists() => false,
+        Err(e) => {
+            return Err(fail(
+                format!("failed to create bridge {name:?}: could not add {name:?}"),
+                e,
+            ));
+        }
+    };
+    let br = bridge_by_name(nl, name)?;
+    // Pin the bridge's own random MAC now: a bridge with an unset MAC takes the lowest MAC
+    // of its ports, so it would change as containers come and go.
+    if let (true, Some(mac)) = (created, br.mac) {
+        nl.set_mac(br.index, mac).context("could not set bridge's mac")?;
+    }
+    if created && conf.vlan_filtering() {
+        nl.set_vlan_filtering(br.index, true)
+            .context(format!("failed to set vlan_filtering on {name:?}"))?;
+    }
+    if conf.promisc_mode && !br.promisc {
+        nl.set_promisc(br.index, true)
+            .context(format!("could not set promiscuous mode on {name:?}"))?;
+    }
+    // We own the routes of this interface. Errors are ignored as in the reference (no IPv6).
+    if let Ok(path) = sysctl::path(&["net", "ipv6", "conf", name, "accept_ra"]) {
+        let _ = sysctl::ensure_path(&path, "0");
+    }
+    if !br.admin_up {
+        nl.set_up(br.index)
+            .context(format!("failed to set {name:?} up"))?;
+    }
+    Ok(br)
+}
+
+/// The link named `name`, which must be a bridge.
+pub fn bridge_by_name(nl: &Netlink, name: &str) -> Result<Link, Error> {
+    let link = nl
+        .link_by_name(name)
+        .context(format!("could not lookup {name:?}"))?
+        .ok_or_else(|| Error::internal(format!("could not lookup {name:?}: Link not found")))?;
+    if link.kind.as_deref() != Some("bridge") {
+        return Err(Error::internal(format!(
+            "{name:?} already exists but is not a bridge"
+        )));
+    }
+    Ok(link)
+}
+
+/// Puts `gw` on the bridge (Go `ensureAddr`): nothing to do when present; another IPv4
+/// address, or an overlapping IPv6 one, is an error unless `force_address` replaces it.
+pub fn ensure_gateway_addr(
+    nl: &Netlink,
+    br: &Link,
+    gw: IpNetwork,
+    force_address: bool,
+) -> Result<(), Error> {
+    let family_matches = |a: &IpNetwork| a.is_ipv4() == gw.is_ipv4();
+    let addrs = nl
+        .addresses(Some(br.index))
+        .context("could not get list of IP addresses")?;
+    for a in addrs.iter().map(|a| a.addr).filter(family_matches) {
+        if a == gw {
+            return Ok(());
+        }
+        // IPv6 link-local addresses never conflict with a gateway.
+        if is_link_local(&a) {
+            continue;
+        }
+        if gw.is_ipv4() || a.contains(gw.ip()) || gw.contains(a.ip()) {
+            if !force_address {
+                return Err(Error::internal(format!(
+                    "{:?} already has an IP address different from {gw}",
+                    br.name
+                )));
+            }
+            nl.del_address(br.index, a)
+                .context(format!("could not remove IP address from {:?}", br.name))?;
+        }
+    }
+    match nl.add_address(br.index, gw) {
+        Ok(()) => {}
+        Err(e) if e.is_exists() => {}
+        Err(e) => {
+            return Err(fail(
+                format!("could not add IP address to {:?}", br.name),
+                e,
+            ));
+        }
+    }
+    // Pin the bridge MAC to its current value, or it follows the lowest port MAC as ports churn.
+    if let Some(mac) = nl
+        .link_by_index(br.index)
+        .context("could not lookup bridge")?
+        .mac
+    {
+        nl.set_mac(br.index, mac)
+            .context("could not set bridge's mac")?;
+    }
+    Ok(())
+}
+
+fn is_link_local(a: &IpNetwork) -> bool {
+    matches!(a.ip(), std::net::IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
+}
+
+/// Turns on forwarding for the family (written only when not already 1).
+pub fn enable_forwarding(family: IpFamily) -> Result<(), Error> {
+    let name = match family {
+        IpFamily::V4 => "net.ipv4.ip_forward",
+        IpFamily::V6 => "net.ipv6.conf.all.forwarding",
+    };
+    sysctl::ensure(name, "1")
+        .map(drop)
+        .context("failed to enable forwarding")
+}
+
+/// A random host veth name, `veth` + 8 hex digits (Go `RandomVethName`).
+pub fn random_veth_name() -> Result<String, Error> {
+    use std::io::Read;
+    let mut bytes = [0u8; 4];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("failed to generate random veth name")?;
+    Ok(format!(
+        "veth{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ))
+}
+
+/// The VLAN gateway interface `<bridge>.<vlan>` (Go `ensureVlanInterface`): one end of a
+/// veth pair in the host whose other end is a port of the bridge in that VLAN.
+pub fn ensure_vlan_interface(nl: &Netlink, br: &Link, conf: &BridgeConf) -> Result<Link, Error> {
+    let name = format!("{}.{}", br.name, conf.vlan);
+    if let Some(link) = nl
+        .link_by_name(&name)
+        .context(format!("failed to find interface {name:?}"))?
+    {
+        return Ok(link);
+    }
+    let own = libcni::netns::Netns::current().context("failed to find host namespace")?;
+    let port_name = random_veth_name()?;
+    use std::os::fd::AsFd;
+    nl.create_veth(&port_name, &name, Some(br.mtu), None, own.as_fd())
+        .context(format!("failed to create vlan gateway {name:?}"))?;
+    let lookup = |n: &str| -> Result<Link, Error> {
+        nl.link_by_name(n)
+            .context(format!("failed to lookup {n:?}"))?
+            .ok_or_else(|| Error::internal(format!("failed to lookup {n:?}: Link not found")))
+    };
+    let (port, gw) = (lookup(&port_name)?, lookup(&name)?);
+    nl.set_master(port.index, br.index).context(format!(
+        "failed to connect {port_name:?} to bridge {}",
+        br.name
+    ))?;
+    let access_only = BridgeConf {
+        vlan_trunk: Vec::new(),
+        ..conf.clone()
+    };
+    crate::vlan::configure_port(nl, port.index, &access_only)
+        .context(format!("failed to setup vlan tag on {port_name:?}"))?;
+    nl.set_up(port.index)
+        .context(format!("failed to up {port_name:?}"))?;
+    nl.set_up(gw.index)
+        .context(format!("failed to up {name:?}"))?;
+    Ok(gw)
+}

@@ -1,0 +1,56 @@
+//! What a failed ADD undoes: the spoof check and masquerade rules, the veth pair, then
+//! the IP reservation (the link goes before the IP, so the IP is never in use twice).
+
+use crate::config::BridgeConf;
+use hostnet::firewall::{self, Attachment, spoofcheck};
+use hostnet::netlink::Netlink;
+use ipnetwork::IpNetwork;
+use libcni::invoke::Delegate;
+use libcni::skel::CmdArgs;
+
+#[derive(Default)]
+pub struct Rollback {
+    pub host_veth: Option<u32>,
+    pub spoofcheck: bool,
+    pub ipam: bool,
+    pub ipmasq: Vec<IpNetwork>,
+}
+
+impl Rollback {
+    /// Best effort: every step runs, failures are logged to stderr.
+    pub fn run(self, host: &Netlink, conf: &BridgeConf, args: &CmdArgs) {
+        let log =
+            |what: &str, e: &dyn std::fmt::Display| eprintln!("bridge: rollback: {what}: {e}");
+        if !self.ipmasq.is_empty() {
+            let att = Attachment {
+                network: conf.name(),
+                container_id: &args.container_id,
+                ifname: &args.ifname,
+            };
+            if let Err(e) = firewall::teardown_ipmasq(&att, &self.ipmasq) {
+                log("remove masquerade rules", &e);
+            }
+        }
+        if self.spoofcheck
+            && let Err(e) = spoofcheck::teardown(&args.container_id, &args.ifname)
+        {
+            log("remove mac spoof check", &e);
+        }
+        if let Some(index) = self.host_veth {
+            match host.delete_link(index) {
+                Err(e) if !e.is_no_device() => log("delete veth", &e),
+                _ => {}
+            }
+        }
+        if self.ipam {
+            let ipam = Delegate {
+                plugin_type: conf.common.ipam_type(),
+                cni_path: &args.path,
+                netconf: &args.stdin_data,
+            };
+            if let Err(e) = ipam.run("DEL") {
+                log("release IP", &e);
+            }
+        }
+    }
+}
