@@ -1,0 +1,227 @@
+//! The host-local config: parsed from the whole network config (IPAM plugins get all of
+//! it) plus CNI_ARGS, and validated completely before anything touches the disk.
+
+use crate::ip;
+use crate::range::RawRange;
+use crate::range_set::{RangeSet, RangeSetError};
+use libcni::error::code;
+use libcni::types::Route;
+use serde::Deserialize;
+use serde_json::Value;
+use std::net::IpAddr;
+use std::path::{Component, Path, PathBuf};
+
+/// Where the reference keeps its stores.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct IpamConfig {
+    /// The network name: the store directory is `<data_dir>/<name>`.
+    pub name: String,
+    pub cni_version: String,
+    /// Order: `runtimeConfig.ipRanges`, the legacy single range, `ranges`.
+    pub ranges: Vec<RangeSet>,
+    pub routes: Vec<Route>,
+    pub data_dir: PathBuf,
+    pub resolv_conf: Option<PathBuf>,
+    /// Requested IPs in the reference's order: CNI_ARGS `IP`, `args.cni.ips`, `runtimeConfig.ips`.
+    pub requested: Vec<IpAddr>,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("failed to load netconf: {0}")]
+    Decode(String),
+    #[error("IPAM config missing 'ipam' key")]
+    MissingIpam,
+    #[error("{}", .0.msg)]
+    Args(libcni::Error),
+    #[error("cannot understand ip: {0}")]
+    BadIp(String),
+    #[error("no IP ranges specified")]
+    NoRanges,
+    #[error("invalid range set {0}: {1}")]
+    RangeSet(usize, RangeSetError),
+    #[error("CNI version {0} does not support more than 1 address per family")]
+    TooManyPerFamily(String),
+    #[error("range set {0} overlaps with {1}")]
+    SetsOverlap(usize, usize),
+    #[error("invalid route in ipam.routes: {0}")]
+    BadRoute(String),
+    #[error("dataDir {0:?} must be an absolute path without '..' components")]
+    BadDataDir(String),
+    #[error("network name {0:?} cannot name a directory inside dataDir")]
+    BadName(String),
+}
+
+impl From<ConfigError> for libcni::Error {
+    fn from(e: ConfigError) -> libcni::Error {
+        match e {
+            ConfigError::Args(e) => e,
+            ConfigError::TooManyPerFamily(_) => {
+                libcni::Error::new(code::UNSUPPORTED_FIELD, e.to_string())
+            }
+            other => libcni::Error::invalid_config(other.to_string()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawNet {
+    #[serde(default)]
+    name: String,
+    #[serde(rename = "cniVersion", default)]
+    cni_version: String,
+    #[serde(default)]
+    ipam: Option<RawIpam>,
+    #[serde(rename = "runtimeConfig", default)]
+    runtime_config: Option<RawRuntimeConfig>,
+    #[serde(default)]
+    args: Option<RawArgs>,
+}
+
+#[derive(Deserialize)]
+struct RawIpam {
+    #[serde(flatten)]
+    legacy: RawRange,
+    #[serde(default)]
+    routes: Option<Vec<Value>>,
+    #[serde(rename = "dataDir", default)]
+    data_dir: Option<String>,
+    #[serde(rename = "resolvConf", default)]
+    resolv_conf: Option<String>,
+    #[serde(default)]
+    ranges: Option<Vec<Option<Vec<RawRange>>>>,
+}
+
+#[derive(Deserialize)]
+struct RawRuntimeConfig {
+    #[serde(rename = "ipRanges", default)]
+    ip_ranges: Option<Vec<Option<Vec<RawRange>>>>,
+    #[serde(default)]
+    ips: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct RawArgs {
+    #[serde(default)]
+    cni: Option<RawCniArgs>,
+}
+
+#[derive(Deserialize)]
+struct RawCniArgs {
+    #[serde(default)]
+    ips: Option<Vec<String>>,
+}
+
+/// Parses and validates; `cni_args` is the raw CNI_ARGS string.
+pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, ConfigError> {
+    let net: RawNet =
+        serde_json::from_slice(stdin).map_err(|e| ConfigError::Decode(e.to_string()))?;
+    let ipam = net.ipam.ok_or(ConfigError::MissingIpam)?;
+    let requested = requested_ips(cni_args, &net.args, &net.runtime_config)?;
+
+    let sets_of = |v: Option<Vec<Option<Vec<RawRange>>>>| -> Vec<Vec<RawRange>> {
+        v.unwrap_or_default()
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect()
+    };
+    let mut raw_sets = sets_of(net.runtime_config.and_then(|r| r.ip_ranges));
+    if ipam.legacy.subnet.as_deref().is_some_and(|s| !s.is_empty()) {
+        raw_sets.push(vec![ipam.legacy.clone()]);
+    }
+    raw_sets.extend(sets_of(ipam.ranges));
+    if raw_sets.is_empty() {
+        return Err(ConfigError::NoRanges);
+    }
+    let ranges = raw_sets
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| RangeSet::canonicalize(raw).map_err(|e| ConfigError::RangeSet(i, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let v4 = ranges.iter().filter(|s| s.is_ipv4()).count();
+    if (v4 > 1 || ranges.len() - v4 > 1)
+        && !libcni::version::at_least(&net.cni_version, "0.3.0").unwrap_or(false)
+    {
+        return Err(ConfigError::TooManyPerFamily(net.cni_version));
+    }
+    for (i, a) in ranges.iter().enumerate() {
+        if let Some(j) = ranges[i + 1..].iter().position(|b| a.overlaps(b)) {
+            return Err(ConfigError::SetsOverlap(i, i + j + 1));
+        }
+    }
+
+    let routes = ipam
+        .routes
+        .unwrap_or_default()
+        .iter()
+        .map(|r| Route::parse(r).map_err(|e| ConfigError::BadRoute(e.msg)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let data_dir = data_dir(ipam.data_dir.as_deref())?;
+    if !is_single_component(&net.name) {
+        return Err(ConfigError::BadName(net.name));
+    }
+    Ok(IpamConfig {
+        name: net.name,
+        cni_version: net.cni_version,
+        ranges,
+        routes,
+        data_dir,
+        resolv_conf: ipam
+            .resolv_conf
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
+        requested,
+    })
+}
+
+fn requested_ips(
+    cni_args: &str,
+    args: &Option<RawArgs>,
+    runtime: &Option<RawRuntimeConfig>,
+) -> Result<Vec<IpAddr>, ConfigError> {
+    let env = libcni::args::load(cni_args, &["IP"]).map_err(ConfigError::Args)?;
+    let mut texts: Vec<&str> = libcni::args::get(&env, "IP")
+        .filter(|s| !s.is_empty())
+        .into_iter()
+        .collect();
+    if let Some(ips) = args.as_ref().and_then(|a| a.cni.as_ref()?.ips.as_ref()) {
+        texts.extend(ips.iter().map(String::as_str));
+    }
+    if let Some(ips) = runtime.as_ref().and_then(|r| r.ips.as_ref()) {
+        texts.extend(ips.iter().map(String::as_str));
+    }
+    let mut out: Vec<IpAddr> = Vec::with_capacity(texts.len());
+    for t in texts {
+        let ip = ip::parse_maybe_prefixed(t).ok_or_else(|| ConfigError::BadIp(t.to_string()))?;
+        // The reference keys requests by address, so a repeat is one request.
+        if !out.contains(&ip) {
+            out.push(ip);
+        }
+    }
+    Ok(out)
+}
+
+/// The store root: absolute and without `..`, so `<dataDir>/<network>` cannot point
+/// anywhere an operator did not name explicitly.
+fn data_dir(given: Option<&str>) -> Result<PathBuf, ConfigError> {
+    let dir = match given {
+        None | Some("") => return Ok(PathBuf::from(DEFAULT_DATA_DIR)),
+        Some(d) => Path::new(d),
+    };
+    if !dir.is_absolute() || dir.components().any(|c| c == Component::ParentDir) {
+        return Err(ConfigError::BadDataDir(dir.display().to_string()));
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// A name that joins onto dataDir as exactly one directory below it.
+fn is_single_component(name: &str) -> bool {
+    let mut parts = Path::new(name).components();
+    matches!(parts.next(), Some(Component::Normal(n)) if n == name) && parts.next().is_none()
+}
+
+#[cfg(test)]
+mod tests;

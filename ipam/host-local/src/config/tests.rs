@@ -1,0 +1,234 @@
+//! Scenarios of the reference `config_test.go`, plus our own path rules.
+
+use super::*;
+
+fn ipa(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn conf(ipam: &str) -> String {
+    format!(
+        r#"{{"cniVersion":"0.3.1","name":"mynet","type":"ipvlan","master":"foo0","ipam":{ipam}}}"#
+    )
+}
+
+fn load_ok(json: &str, args: &str) -> IpamConfig {
+    load(json.as_bytes(), args).unwrap()
+}
+
+fn load_err(json: &str, args: &str) -> String {
+    load(json.as_bytes(), args).unwrap_err().to_string()
+}
+
+fn summary(c: &IpamConfig) -> Vec<Vec<String>> {
+    c.ranges
+        .iter()
+        .map(|s| {
+            s.ranges()
+                .iter()
+                .map(|r| format!("{} {} gw {}", r.subnet, r, r.gateway))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn old_style_config() {
+    let c = load_ok(
+        &conf(
+            r#"{"type":"host-local","subnet":"10.1.2.0/24","routes":[{"dst":"0.0.0.0/0"}],"dataDir":"/tmp/x"}"#,
+        ),
+        "",
+    );
+    assert_eq!(c.name, "mynet");
+    assert_eq!(
+        summary(&c),
+        vec![vec!["10.1.2.0/24 10.1.2.1-10.1.2.254 gw 10.1.2.1"]]
+    );
+    assert_eq!(c.routes.len(), 1);
+    assert!(c.routes[0].gw.is_none());
+    assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+    assert!(c.requested.is_empty());
+}
+
+#[test]
+fn new_style_config_and_default_data_dir() {
+    let c = load_ok(
+        &conf(
+            r#"{"type":"host-local","ranges":[[{"subnet":"10.1.2.0/24"},{"subnet":"11.1.2.0/24"}],[{"subnet":"2001:db8:1::/64"}]]}"#,
+        ),
+        "",
+    );
+    assert_eq!(
+        summary(&c),
+        vec![
+            vec![
+                "10.1.2.0/24 10.1.2.1-10.1.2.254 gw 10.1.2.1",
+                "11.1.2.0/24 11.1.2.1-11.1.2.254 gw 11.1.2.1"
+            ],
+            vec!["2001:db8:1::/64 2001:db8:1::1-2001:db8:1:0:ffff:ffff:ffff:ffff gw 2001:db8:1::1"],
+        ]
+    );
+    assert_eq!(c.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+}
+
+#[test]
+fn runtime_ip_ranges_come_first_then_legacy_then_ranges() {
+    let json = r#"{"cniVersion":"0.3.1","name":"mynet","type":"ipvlan",
+        "ipam":{"type":"host-local","subnet":"10.9.0.0/24","ranges":[[{"subnet":"10.1.2.0/24"}]]},
+        "runtimeConfig":{"ipRanges":[[{"subnet":"10.2.2.0/24"}],[{"subnet":"2001:db8:2::/64"}]]}}"#;
+    let c = load_ok(json, "");
+    let subnets: Vec<String> = c
+        .ranges
+        .iter()
+        .map(|s| s.ranges()[0].subnet.to_string())
+        .collect();
+    assert_eq!(
+        subnets,
+        [
+            "10.2.2.0/24",
+            "2001:db8:2::/64",
+            "10.9.0.0/24",
+            "10.1.2.0/24"
+        ]
+    );
+}
+
+#[test]
+fn requested_ips_in_reference_order() {
+    let ipam = r#"{"type":"host-local","ranges":[[{"subnet":"10.1.2.0/24"}]]}"#;
+    assert_eq!(
+        load_ok(&conf(ipam), "IP=10.1.2.10").requested,
+        [ipa("10.1.2.10")]
+    );
+    assert_eq!(
+        load_ok(&conf(ipam), "IP=10.1.2.11/24").requested,
+        [ipa("10.1.2.11")]
+    );
+    let json = r#"{"cniVersion":"0.3.1","name":"mynet","type":"ipvlan",
+        "ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.2.0/24"}]]},
+        "args":{"cni":{"ips":["10.1.2.12/24","10.1.2.13","2001:db8:1::5"]}},
+        "runtimeConfig":{"ips":["10.1.2.14/24","10.1.2.12"]}}"#;
+    let c = load_ok(json, "IgnoreUnknown=1;K8S_POD_NAME=x;IP=10.1.2.11");
+    assert_eq!(
+        c.requested,
+        [
+            "10.1.2.11",
+            "10.1.2.12",
+            "10.1.2.13",
+            "2001:db8:1::5",
+            "10.1.2.14"
+        ]
+        .map(ipa)
+    );
+    assert_eq!(
+        load_err(&conf(ipam), "IP=10.1.2"),
+        "cannot understand ip: 10.1.2"
+    );
+    let e: libcni::Error = load(conf(ipam).as_bytes(), "FOO=1").unwrap_err().into();
+    assert_eq!(
+        (e.code, e.msg.as_str()),
+        (4, "ARGS: unknown args [\"FOO=1\"]")
+    );
+}
+
+#[test]
+fn overlaps_between_and_within_sets() {
+    assert_eq!(
+        load_err(
+            &conf(
+                r#"{"type":"host-local","ranges":[[{"subnet":"10.1.2.0/24"}],[{"subnet":"10.1.2.0/24"}]]}"#
+            ),
+            ""
+        ),
+        "range set 0 overlaps with 1"
+    );
+    assert_eq!(
+        load_err(
+            &conf(
+                r#"{"type":"host-local","ranges":[[{"subnet":"10.2.2.0/24"}],[{"subnet":"10.3.2.0/24"}],[{"subnet":"10.1.0.0/16"},{"subnet":"10.3.0.0/16"}]]}"#
+            ),
+            ""
+        ),
+        "range set 1 overlaps with 2"
+    );
+    assert_eq!(
+        load_err(
+            &conf(
+                r#"{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/22"},{"subnet":"10.1.2.0/24"}]]}"#
+            ),
+            ""
+        ),
+        "invalid range set 0: subnets 10.1.0.1-10.1.3.254 and 10.1.2.1-10.1.2.254 overlap"
+    );
+}
+
+#[test]
+fn mixed_families_and_versions() {
+    assert_eq!(
+        load_err(
+            &conf(
+                r#"{"type":"host-local","ranges":[[{"subnet":"10.1.2.0/24"},{"subnet":"2001:db8:1::/64"}]]}"#
+            ),
+            ""
+        ),
+        "invalid range set 0: mixed address families"
+    );
+    let two_v4 = r#"{"cniVersion":"0.2.0","name":"mynet","type":"ipvlan",
+        "ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.2.0/24"}],[{"subnet":"10.2.2.0/24"}]]}}"#;
+    let e = load(two_v4.as_bytes(), "").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "CNI version 0.2.0 does not support more than 1 address per family"
+    );
+    assert_eq!(libcni::Error::from(e).code, 2);
+    let v4_v6 = r#"{"cniVersion":"0.2.0","name":"mynet","type":"ipvlan",
+        "ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.2.0/24"}],[{"subnet":"2001:db8:1::/64"}]]}}"#;
+    assert_eq!(load_ok(v4_v6, "").ranges.len(), 2);
+}
+
+#[test]
+fn missing_pieces_and_bad_values_are_code_7() {
+    let cases = [
+        (
+            r#"{"cniVersion":"1.0.0","name":"n"}"#,
+            "IPAM config missing 'ipam' key",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","name":"n","ipam":null}"#,
+            "IPAM config missing 'ipam' key",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","name":"n","ipam":{"type":"host-local"}}"#,
+            "no IP ranges specified",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","name":"n","ipam":{"ranges":[[]]}}"#,
+            "invalid range set 0: empty range set",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.1.2.3/24"}}"#,
+            "invalid range set 0: Network has host bits set. For a subnet mask of length 24 the network address is 10.1.2.0",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.1.2.0/24","dataDir":"rel/dir"}}"#,
+            "dataDir \"rel/dir\" must be an absolute path without '..' components",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.1.2.0/24","dataDir":"/tmp/../etc"}}"#,
+            "dataDir \"/tmp/../etc\" must be an absolute path without '..' components",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","name":"..","ipam":{"subnet":"10.1.2.0/24"}}"#,
+            "network name \"..\" cannot name a directory inside dataDir",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","name":"a/b","ipam":{"subnet":"10.1.2.0/24"}}"#,
+            "network name \"a/b\" cannot name a directory inside dataDir",
+        ),
+    ];
+    for (json, want) in cases {
+        let e: libcni::Error = load(json.as_bytes(), "").unwrap_err().into();
+        assert_eq!((e.code, e.msg.as_str()), (7, want), "{json}");
+    }
+}

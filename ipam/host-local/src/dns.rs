@@ -1,0 +1,73 @@
+//! `resolvConf`: a resolv.conf file turned into the result's `dns`.
+
+use libcni::types::Dns;
+use std::path::Path;
+
+/// Reads and parses the file; see [`parse`].
+pub fn read(path: &Path) -> std::io::Result<Dns> {
+    Ok(parse(&std::fs::read_to_string(path)?))
+}
+
+/// `nameserver`, `domain`, `search` and `options` lines; comments (`#`, `;`), blank lines
+/// and lines with a single field are skipped, unknown keywords ignored.
+pub fn parse(text: &str) -> Dns {
+    let mut dns = Dns::default();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [key, rest @ ..] = fields.as_slice() else {
+            continue;
+        };
+        if rest.is_empty() {
+            continue;
+        }
+        let rest = rest.iter().map(|s| s.to_string());
+        match *key {
+            "nameserver" => dns.nameservers.extend(rest.take(1)),
+            "domain" => dns.domain = fields[1].to_string(),
+            "search" => dns.search.extend(rest),
+            "options" => dns.options.extend(rest),
+            _ => {}
+        }
+    }
+    dns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn simple() {
+        let d = parse("nameserver 10.1.2.123\n");
+        assert_eq!(d.nameservers, strs(&["10.1.2.123"]));
+        assert!(d.domain.is_empty() && d.search.is_empty() && d.options.is_empty());
+    }
+
+    #[test]
+    fn comments_and_junk() {
+        let d = parse(
+            "nameserver 10.1.2.123\n# nameserver 10.1.2.124\n; nameserver 10.1.2.125\n\
+             \n   nameserver    10.1.2.126   \nnameserver\nfrobnicate 1\n",
+        );
+        assert_eq!(d.nameservers, strs(&["10.1.2.123", "10.1.2.126"]));
+    }
+
+    #[test]
+    fn all_fields() {
+        let d = parse(
+            "nameserver 10.1.2.123\nnameserver 10.1.2.124\ndomain example.com\n\
+             search example.com example.net\noptions ndots:5 attempts:2\noptions debug\n",
+        );
+        assert_eq!(d.nameservers, strs(&["10.1.2.123", "10.1.2.124"]));
+        assert_eq!(d.domain, "example.com");
+        assert_eq!(d.search, strs(&["example.com", "example.net"]));
+        assert_eq!(d.options, strs(&["ndots:5", "attempts:2", "debug"]));
+    }
+}

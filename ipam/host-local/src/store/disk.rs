@@ -1,0 +1,400 @@
+//! The reference's on-disk store, byte for byte: `<dataDir>/<network>/<ip>` holding
+//! `<id>\r\n<ifname>` (0600), `last_reserved_ip.<set>`, and `flock` on `lock`, so the Go
+//! plugin can share the directory. Plus our [`index`](super::index), which keeps ADD and
+//! DEL from reading every lease file.
+//!
+//! Nothing here follows a symlink inside the store, and nothing writes outside it.
+
+use super::index::{self, Entry, Stamp, Tag};
+use super::{Attachment, Holder, Store, StoreError};
+use nix::libc;
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read};
+use std::net::IpAddr;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const LOCK_FILE: &str = "lock";
+pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
+/// Lease files are tiny; anything bigger is not one.
+const MAX_LEASE_LEN: u64 = 4096;
+
+/// The store of one network, locked for as long as it lives.
+pub struct DiskStore {
+    dir: PathBuf,
+    entries: Vec<Entry>,
+    /// `entries` differ from the index file (or the index file was not trusted).
+    changed: bool,
+    taken: Option<HashSet<IpAddr>>,
+    /// Dropped last: the flock is released only after the index is written.
+    _lock: File,
+}
+
+impl DiskStore {
+    /// Opens and locks `<data_dir>/<network>`. With `create` the directory is made if
+    /// missing; without, a missing directory is `None` (nothing was ever allocated).
+    pub fn open(
+        data_dir: &Path,
+        network: &str,
+        create: bool,
+    ) -> Result<Option<DiskStore>, StoreError> {
+        let dir = data_dir.join(network);
+        if create {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(&dir)
+                .map_err(|e| StoreError::io("creating store directory", &dir, e))?;
+        }
+        match fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(StoreError::NotADirectory(dir)),
+            Err(e) if e.kind() == ErrorKind::NotFound && !create => return Ok(None),
+            Err(e) => return Err(StoreError::io("inspecting store directory", &dir, e)),
+        }
+        let lock_path = dir.join(LOCK_FILE);
+        // O_RDONLY|O_CREAT like the Go plugin's lock file; never through a symlink.
+        let lock = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_CREAT | libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| StoreError::io("opening lock", &lock_path, e))?;
+        lock.lock()
+            .map_err(|e| StoreError::io("locking", &lock_path, e))?;
+        let mut store = DiskStore {
+            dir,
+            entries: Vec::new(),
+            changed: false,
+            taken: None,
+            _lock: lock,
+        };
+        store.load()?;
+        Ok(Some(store))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn stamp(&self) -> Result<Stamp, StoreError> {
+        fs::symlink_metadata(&self.dir)
+            .map(|m| Stamp::of(&m))
+            .map_err(|e| StoreError::io("inspecting store directory", &self.dir, e))
+    }
+
+    /// The index when it is current, else a full scan.
+    fn load(&mut self) -> Result<(), StoreError> {
+        let stamp = self.stamp()?;
+        let path = self.dir.join(index::FILE_NAME);
+        if let Some(bytes) = read_nofollow(&path, u64::MAX)
+            && let Some((recorded, entries)) = index::decode(&bytes)
+            && recorded == stamp
+        {
+            self.entries = entries;
+            self.changed = false;
+            self.taken = None;
+            return Ok(());
+        }
+        self.rescan().map(|_| ())
+    }
+
+    /// Reads every lease file (the reference's cost, paid only when the index is stale).
+    fn rescan(&mut self) -> Result<Vec<(IpAddr, Holder)>, StoreError> {
+        let found = self.scan()?;
+        self.entries = found
+            .iter()
+            .map(|(ip, h)| Entry {
+                ip: *ip,
+                tag: Tag::of(h),
+            })
+            .collect();
+        self.changed = true;
+        self.taken = None;
+        Ok(found)
+    }
+
+    fn scan(&self) -> Result<Vec<(IpAddr, Holder)>, StoreError> {
+        let rd = fs::read_dir(&self.dir)
+            .map_err(|e| StoreError::io("reading store directory", &self.dir, e))?;
+        let mut found = Vec::new();
+        for dent in rd {
+            let dent = dent.map_err(|e| StoreError::io("reading store directory", &self.dir, e))?;
+            let Some(ip) = lease_name(&dent.file_name().to_string_lossy()) else {
+                continue; // lock, last_reserved_ip.*, the index, anything foreign
+            };
+            // Symlinks and directories are never leases we read or remove.
+            if !dent.file_type().is_ok_and(|t| t.is_file()) {
+                eprintln!(
+                    "host-local: ignoring {}: not a regular file",
+                    dent.path().display()
+                );
+                continue;
+            }
+            if let Some(holder) = self.read_holder(ip) {
+                found.push((ip, holder));
+            }
+        }
+        Ok(found)
+    }
+
+    fn lease_path(&self, ip: IpAddr) -> PathBuf {
+        self.dir.join(ip.to_string())
+    }
+
+    /// The holder of a lease file; None when there is no such regular file.
+    fn read_holder(&self, ip: IpAddr) -> Option<Holder> {
+        let bytes = read_nofollow(&self.lease_path(ip), MAX_LEASE_LEN + 1)?;
+        if bytes.len() as u64 > MAX_LEASE_LEN {
+            return Some(Holder::Unknown);
+        }
+        Some(Holder::parse(&bytes))
+    }
+
+    /// The verified addresses whose holder is `att` (or, with `legacy`, its container's
+    /// ID-only files). A lookup the files contradict means the index is wrong: rescan once.
+    fn matching(&mut self, att: &Attachment, legacy: bool) -> Result<Vec<IpAddr>, StoreError> {
+        let want = if legacy {
+            Tag::legacy(att)
+        } else {
+            Tag::attachment(att)
+        };
+        for attempt in 0..2 {
+            let candidates: Vec<IpAddr> = self
+                .entries
+                .iter()
+                .filter(|e| e.tag == want)
+                .map(|e| e.ip)
+                .collect();
+            let mut verified = Vec::with_capacity(candidates.len());
+            let mut contradicted = false;
+            for ip in candidates {
+                match self.read_holder(ip) {
+                    Some(h) if h.is(att, legacy) => verified.push(ip),
+                    _ => contradicted = true,
+                }
+            }
+            if !contradicted || attempt == 1 {
+                return Ok(verified);
+            }
+            self.rescan()?;
+        }
+        Ok(vec![])
+    }
+
+    /// Writes the index if it changed; a failure only costs the next caller a scan.
+    fn flush(&mut self) {
+        if !self.changed {
+            return;
+        }
+        let path = self.dir.join(index::FILE_NAME);
+        let result = if self.entries.is_empty() {
+            // An empty store needs no index: scanning it is free.
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        } else {
+            self.write_index(&path)
+        };
+        if let Err(e) = result {
+            eprintln!("host-local: writing {}: {e}", path.display());
+            let _ = fs::remove_file(&path);
+        }
+        self.changed = false;
+    }
+
+    fn write_index(&self, path: &Path) -> std::io::Result<()> {
+        let mut bytes = index::encode(&Stamp::default(), &self.entries);
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(path)?;
+        file.write_all_at(&bytes, 0)?;
+        file.set_len(bytes.len() as u64)?;
+        // Creating the file may have changed the directory: stamp it only now.
+        let stamp = Stamp::of(&fs::symlink_metadata(&self.dir)?);
+        let (count, body) = index::counts(&bytes).unwrap_or_default();
+        let header = index::header(&stamp, count, body);
+        file.write_all_at(&header, index::HEADER_OFFSET)?;
+        bytes.clear();
+        wait_past(stamp)
+    }
+
+    fn forget(&mut self, ips: &HashSet<IpAddr>) {
+        self.entries.retain(|e| !ips.contains(&e.ip));
+        if let Some(t) = self.taken.as_mut() {
+            t.retain(|ip| !ips.contains(ip));
+        }
+        self.changed = true;
+    }
+}
+
+impl Drop for DiskStore {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// A directory timestamp comes from the coarse clock, so a change by someone else later
+/// in the same tick could leave it unchanged. Holding the lock until the coarse clock has
+/// moved past the recorded stamp makes every later change visible.
+fn wait_past(stamp: Stamp) -> std::io::Result<()> {
+    use nix::time::{ClockId, clock_gettime};
+    let newest = stamp.newest();
+    for _ in 0..200 {
+        let now = clock_gettime(ClockId::CLOCK_REALTIME_COARSE).map_err(std::io::Error::from)?;
+        if (now.tv_sec(), now.tv_nsec()) > newest {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_micros(250));
+    }
+    Err(std::io::Error::other(
+        "store directory timestamp is in the future; index not kept",
+    ))
+}
+
+/// The address a lease file name stands for; only canonical names (as `ip.String()`
+/// writes them) count.
+fn lease_name(name: &str) -> Option<IpAddr> {
+    let ip: IpAddr = name.parse().ok()?;
+    (ip.to_string() == name).then_some(ip)
+}
+
+/// Up to `max` bytes of a regular file, never through a symlink; None on any error.
+fn read_nofollow(path: &Path, max: u64) -> Option<Vec<u8>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut out = Vec::new();
+    file.take(max).read_to_end(&mut out).ok()?;
+    Some(out)
+}
+
+/// Replaces a small file's content in place (creating it 0600), never through a symlink.
+fn write_small(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .mode(0o600)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    file.write_all_at(content, 0)
+}
+
+impl Store for DiskStore {
+    fn reserve(&mut self, att: &Attachment, ip: IpAddr, set: usize) -> Result<bool, StoreError> {
+        let path = self.lease_path(ip);
+        // O_EXCL: an existing file, or a symlink, means taken.
+        let file = match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                if !self.entries.iter().any(|e| e.ip == ip) {
+                    // Someone changed the store behind an index we trusted.
+                    self.rescan()?;
+                }
+                return Ok(false);
+            }
+            Err(e) => return Err(StoreError::io("creating lease", &path, e)),
+        };
+        let content = att.file_content();
+        if let Err(e) = file.write_all_at(content.as_bytes(), 0) {
+            let _ = fs::remove_file(&path);
+            return Err(StoreError::io("writing lease", &path, e));
+        }
+        drop(file);
+        let last = self.dir.join(format!("{LAST_RESERVED_PREFIX}{set}"));
+        if let Err(e) = write_small(&last, ip.to_string().as_bytes()) {
+            let _ = fs::remove_file(&path);
+            return Err(StoreError::io("writing", &last, e));
+        }
+        self.entries.push(Entry {
+            ip,
+            tag: Tag::attachment(att),
+        });
+        if let Some(t) = self.taken.as_mut() {
+            t.insert(ip);
+        }
+        self.changed = true;
+        Ok(true)
+    }
+
+    fn last_reserved(&mut self, set: usize) -> Option<IpAddr> {
+        let path = self.dir.join(format!("{LAST_RESERVED_PREFIX}{set}"));
+        let bytes = read_nofollow(&path, 64)?;
+        let ip: IpAddr = std::str::from_utf8(&bytes).ok()?.trim().parse().ok()?;
+        Some(ip.to_canonical())
+    }
+
+    fn is_taken(&mut self, ip: IpAddr) -> bool {
+        let entries = &self.entries;
+        self.taken
+            .get_or_insert_with(|| entries.iter().map(|e| e.ip).collect())
+            .contains(&ip)
+    }
+
+    fn ips_of(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError> {
+        let mut ips = self.matching(att, false)?;
+        ips.extend(self.matching(att, true)?);
+        Ok(ips)
+    }
+
+    fn release(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError> {
+        for legacy in [false, true] {
+            let ips = self.matching(att, legacy)?;
+            if !ips.is_empty() {
+                self.release_ips(&ips)?;
+                return Ok(ips);
+            }
+        }
+        Ok(vec![])
+    }
+
+    fn release_ips(&mut self, ips: &[IpAddr]) -> Result<(), StoreError> {
+        let mut gone = HashSet::with_capacity(ips.len());
+        let mut failure = None;
+        for ip in ips {
+            let path = self.lease_path(*ip);
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    failure.get_or_insert(StoreError::io("removing lease", &path, e));
+                    continue;
+                }
+            }
+            gone.insert(*ip);
+        }
+        self.forget(&gone);
+        failure.map_or(Ok(()), Err)
+    }
+
+    fn allocated(&mut self) -> Result<Vec<IpAddr>, StoreError> {
+        Ok(self.entries.iter().map(|e| e.ip).collect())
+    }
+
+    fn holders(&mut self) -> Result<Vec<(IpAddr, Holder)>, StoreError> {
+        self.rescan()
+    }
+}
+
+#[cfg(test)]
+mod tests;

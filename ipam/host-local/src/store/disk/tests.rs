@@ -1,0 +1,220 @@
+//! The disk store against real directories: format, legacy files, hostile entries and
+//! the index's trust rules.
+
+use super::*;
+use std::os::unix::fs::{PermissionsExt, symlink};
+
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "hl-disk-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        Tmp(p)
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ipa(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn open(t: &Tmp) -> DiskStore {
+    DiskStore::open(&t.0, "net", true).unwrap().unwrap()
+}
+
+fn att(id: &str, ifname: &str) -> Attachment {
+    Attachment::new(id, ifname)
+}
+
+fn names(t: &Tmp) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(t.0.join("net"))
+        .unwrap()
+        .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn files_are_byte_compatible() {
+    let t = Tmp::new("format");
+    let mut s = open(&t);
+    assert!(
+        s.reserve(&att("dummy", "eth0"), ipa("10.1.2.2"), 0)
+            .unwrap()
+    );
+    assert!(
+        s.reserve(&att("dummy", "eth0"), ipa("2001:db8:1::2"), 1)
+            .unwrap()
+    );
+    assert!(
+        !s.reserve(&att("other", "eth0"), ipa("10.1.2.2"), 0)
+            .unwrap()
+    );
+    drop(s);
+    let dir = t.0.join("net");
+    assert_eq!(fs::read(dir.join("10.1.2.2")).unwrap(), b"dummy\r\neth0");
+    assert_eq!(
+        fs::read(dir.join("2001:db8:1::2")).unwrap(),
+        b"dummy\r\neth0"
+    );
+    assert_eq!(
+        fs::read(dir.join("last_reserved_ip.0")).unwrap(),
+        b"10.1.2.2"
+    );
+    assert_eq!(
+        fs::read(dir.join("last_reserved_ip.1")).unwrap(),
+        b"2001:db8:1::2"
+    );
+    let mode = fs::metadata(dir.join("10.1.2.2"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(dir.join(LOCK_FILE).is_file());
+    assert!(dir.join(index::FILE_NAME).is_file());
+}
+
+#[test]
+fn release_reads_the_index_and_honours_legacy_files() {
+    let t = Tmp::new("release");
+    let mut s = open(&t);
+    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
+    s.reserve(&att("a", "eth1"), ipa("10.0.0.3"), 0).unwrap();
+    drop(s);
+    // a lease from an old plugin: ID only
+    fs::write(t.0.join("net/10.0.0.9"), "legacy").unwrap();
+    let mut s = open(&t);
+    assert_eq!(s.ips_of(&att("a", "eth0")).unwrap(), [ipa("10.0.0.2")]);
+    assert_eq!(s.release(&att("a", "eth0")).unwrap(), [ipa("10.0.0.2")]);
+    assert_eq!(s.release(&att("a", "eth0")).unwrap(), Vec::<IpAddr>::new());
+    assert_eq!(s.ips_of(&att("legacy", "eth0")).unwrap(), [ipa("10.0.0.9")]);
+    assert_eq!(
+        s.release(&att("legacy", "whatever")).unwrap(),
+        [ipa("10.0.0.9")]
+    );
+    assert_eq!(s.release(&att("a", "eth1")).unwrap(), [ipa("10.0.0.3")]);
+    drop(s);
+    // an empty store keeps only lock and last_reserved_ip.*
+    assert_eq!(names(&t), ["last_reserved_ip.0", "lock"]);
+}
+
+#[test]
+fn a_change_behind_the_index_is_seen() {
+    let t = Tmp::new("stale");
+    let mut s = open(&t);
+    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
+    drop(s);
+    // Another plugin (the Go one) adds and removes leases right after us.
+    fs::write(t.0.join("net/10.0.0.5"), "b\r\neth0").unwrap();
+    let mut s = open(&t);
+    assert!(s.is_taken(ipa("10.0.0.5")));
+    assert_eq!(s.ips_of(&att("b", "eth0")).unwrap(), [ipa("10.0.0.5")]);
+    drop(s);
+    fs::remove_file(t.0.join("net/10.0.0.2")).unwrap();
+    let mut s = open(&t);
+    assert_eq!(s.allocated().unwrap(), [ipa("10.0.0.5")]);
+    assert!(!s.is_taken(ipa("10.0.0.2")));
+}
+
+#[test]
+fn a_corrupt_index_is_rebuilt() {
+    let t = Tmp::new("corrupt");
+    let mut s = open(&t);
+    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
+    drop(s);
+    let idx = t.0.join("net").join(index::FILE_NAME);
+    let mut bytes = fs::read(&idx).unwrap();
+    let n = bytes.len();
+    bytes[n - 1] ^= 0xff;
+    // rewrite in place: the directory itself does not change
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&idx)
+        .unwrap()
+        .write_all_at(&bytes, 0)
+        .unwrap();
+    let mut s = open(&t);
+    assert_eq!(s.ips_of(&att("a", "eth0")).unwrap(), [ipa("10.0.0.2")]);
+}
+
+#[test]
+fn an_in_place_edit_is_caught_by_verification() {
+    let t = Tmp::new("edit");
+    let mut s = open(&t);
+    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
+    drop(s);
+    // same directory, new content: the index is trusted, but reading the lease corrects it
+    fs::write(t.0.join("net/10.0.0.2"), "z\r\neth0").unwrap();
+    let mut s = open(&t);
+    assert!(s.ips_of(&att("a", "eth0")).unwrap().is_empty());
+    assert_eq!(s.release(&att("z", "eth0")).unwrap(), [ipa("10.0.0.2")]);
+}
+
+#[test]
+fn hostile_entries_are_skipped_never_followed() {
+    let t = Tmp::new("hostile");
+    let outside = Tmp::new("outside");
+    let secret = outside.0.join("secret");
+    fs::write(&secret, "victim\r\neth0").unwrap();
+    let dir = t.0.join("net");
+    fs::create_dir_all(&dir).unwrap();
+    symlink(&secret, dir.join("10.0.0.3")).unwrap();
+    fs::create_dir(dir.join("10.0.0.4")).unwrap();
+    fs::write(dir.join("10.0.0.5"), "").unwrap();
+    fs::write(dir.join("10.0.0.6"), vec![b'x'; 10_000]).unwrap();
+    fs::write(dir.join("010.0.0.7"), "victim\r\neth0").unwrap();
+    fs::write(dir.join("notes.txt"), "victim\r\neth0").unwrap();
+    symlink(outside.0.join("last"), dir.join("last_reserved_ip.0")).unwrap();
+    let mut s = open(&t);
+    assert!(s.release(&att("victim", "eth0")).unwrap().is_empty());
+    let mut all = s.allocated().unwrap();
+    all.sort();
+    assert_eq!(all, [ipa("10.0.0.5"), ipa("10.0.0.6")]);
+    // a symlink or directory under an address's name is taken, not overwritten
+    assert!(!s.reserve(&att("a", "eth0"), ipa("10.0.0.3"), 1).unwrap());
+    assert!(!s.reserve(&att("a", "eth0"), ipa("10.0.0.4"), 1).unwrap());
+    // a symlinked last_reserved_ip is a clear error and leaves no lease behind
+    let err = s
+        .reserve(&att("a", "eth0"), ipa("10.0.0.8"), 0)
+        .unwrap_err();
+    assert!(err.to_string().contains("last_reserved_ip.0"), "{err}");
+    assert!(!dir.join("10.0.0.8").exists());
+    assert_eq!(s.last_reserved(0), None);
+    drop(s);
+    assert_eq!(fs::read(&secret).unwrap(), b"victim\r\neth0");
+    assert!(!outside.0.join("last").exists());
+}
+
+#[test]
+fn symlinked_store_or_lock_is_refused() {
+    let t = Tmp::new("symdir");
+    let elsewhere = Tmp::new("elsewhere");
+    symlink(&elsewhere.0, t.0.join("net")).unwrap();
+    assert!(matches!(
+        DiskStore::open(&t.0, "net", true),
+        Err(StoreError::NotADirectory(_)) | Err(StoreError::Io { .. })
+    ));
+    let t = Tmp::new("symlock");
+    fs::create_dir_all(t.0.join("net")).unwrap();
+    symlink(elsewhere.0.join("lockfile"), t.0.join("net/lock")).unwrap();
+    let err = DiskStore::open(&t.0, "net", true).err().unwrap();
+    assert!(err.to_string().contains("opening lock"), "{err}");
+    assert!(!elsewhere.0.join("lockfile").exists());
+    // and a missing store is not created when not asked to
+    assert!(DiskStore::open(&t.0, "absent", false).unwrap().is_none());
+    assert!(!t.0.join("absent").exists());
+}

@@ -1,0 +1,71 @@
+//! STATUS (the reference has none): code 50 when an ADD could not succeed, because the
+//! store cannot be written or a range set has no free address (ADD needs one from each).
+//! Cheap: one read of the index under the lock.
+
+use crate::range_set::RangeSet;
+use crate::store::{Store, StoreError};
+use libcni::Error;
+use libcni::error::code;
+use libcni::skel::CmdArgs;
+use nix::unistd::{AccessFlags, access};
+
+pub fn run(args: &CmdArgs) -> Result<(), Error> {
+    let conf = super::load(args)?;
+    let unavailable = |msg: String| Error::new(code::PLUGIN_NOT_AVAILABLE, msg);
+    let mut store = super::open_store(&conf, true)
+        .map_err(|e| unavailable(format!("store cannot be used: {}", e.msg)))?
+        .ok_or_else(|| unavailable("store directory vanished".into()))?;
+    access(store.dir(), AccessFlags::W_OK).map_err(|e| {
+        unavailable(format!(
+            "store {} cannot be written: {e}",
+            store.dir().display()
+        ))
+    })?;
+    if let Some(set) = exhausted(&mut store, &conf.ranges).map_err(Error::from)? {
+        return Err(unavailable(format!(
+            "no IP addresses available in range set: {}",
+            conf.ranges[set]
+        )));
+    }
+    Ok(())
+}
+
+/// The first range set every address of which is allocated.
+pub fn exhausted(store: &mut dyn Store, sets: &[RangeSet]) -> Result<Option<usize>, StoreError> {
+    let mut used = vec![0u128; sets.len()];
+    for ip in store.allocated()? {
+        if let Some(i) = sets.iter().position(|s| s.allocatable(ip)) {
+            used[i] += 1;
+        }
+    }
+    Ok(sets.iter().zip(used).position(|(s, n)| n >= s.capacity()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::range::RawRange;
+    use crate::store::Holder;
+    use crate::store::mem::MemStore;
+
+    fn set(subnet: &str) -> RangeSet {
+        RangeSet::canonicalize(&[RawRange {
+            subnet: Some(subnet.into()),
+            ..Default::default()
+        }])
+        .unwrap()
+    }
+
+    #[test]
+    fn exhaustion_of_any_set() {
+        let sets = [set("10.1.2.0/30"), set("2001:db8::/64")];
+        let mut store = MemStore::default();
+        assert_eq!(exhausted(&mut store, &sets).unwrap(), None);
+        // outside every range, or the gateway: not counted
+        store.holding("10.9.9.9", Holder::Unknown);
+        store.holding("10.1.2.1", Holder::Unknown);
+        assert_eq!(exhausted(&mut store, &sets).unwrap(), None);
+        store.holding("10.1.2.2", Holder::Legacy("x".into()));
+        assert_eq!(exhausted(&mut store, &sets).unwrap(), Some(0));
+    }
+}
