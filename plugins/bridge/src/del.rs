@@ -1,7 +1,8 @@
 //! DEL: best effort and idempotent. The container link goes first (it collects the
 //! addresses whose masquerade rules must go), then the IP reservation, then the firewall
 //! rules. A missing, empty or broken netns, a missing link or a missing IPAM record is
-//! not an error; `prevResult` supplies the IPs when the container side is gone.
+//! not an error; `prevResult` supplies the IPs (and the host veth, which outlives an
+//! unreachable but living netns) when the container side is gone.
 
 use crate::config::BridgeConf;
 use crate::fail::Context;
@@ -17,10 +18,24 @@ use std::os::fd::AsFd;
 
 pub fn del(args: &CmdArgs) -> Result<(), Error> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
-    let mut ips = prev_result_ips(&conf, &args.config_version);
-    for ip in delete_container_link(args)? {
-        if !ips.contains(&ip) {
-            ips.push(ip);
+    let prev = prev_result(&conf, &args.config_version);
+    let mut ips: Vec<IpNetwork> = prev
+        .iter()
+        .flat_map(|r| &r.ips)
+        .map(|ip| ip.address)
+        .collect();
+    match delete_container_link(args)? {
+        Some(addrs) => {
+            for ip in addrs {
+                if !ips.contains(&ip) {
+                    ips.push(ip);
+                }
+            }
+        }
+        None => {
+            if let Some(prev) = &prev {
+                delete_host_veths(&conf, prev)?;
+            }
         }
     }
 
@@ -57,17 +72,18 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
     }
 }
 
-/// Deletes the container interface and returns its global addresses. A namespace that is
-/// gone or is not a namespace any more (`unknown FS magic`) means there is nothing to delete.
-fn delete_container_link(args: &CmdArgs) -> Result<Vec<IpNetwork>, Error> {
+/// Deletes the container interface and returns its global addresses; `None` when it
+/// could not be reached: no netns given, a namespace that is gone or is not a namespace
+/// any more (`unknown FS magic`), or no such link in it.
+fn delete_container_link(args: &CmdArgs) -> Result<Option<Vec<IpNetwork>>, Error> {
     if args.netns.is_empty() {
-        return Ok(vec![]);
+        return Ok(None);
     }
     let netns = match Netns::open(&args.netns) {
         Ok(ns) => ns,
         Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
             eprintln!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
-            return Ok(vec![]);
+            return Ok(None);
         }
         Err(e) => {
             return Err(crate::fail::fail(
@@ -82,7 +98,7 @@ fn delete_container_link(args: &CmdArgs) -> Result<Vec<IpNetwork>, Error> {
         .link_by_name(&args.ifname)
         .context(format!("failed to lookup {:?}", args.ifname))?
     else {
-        return Ok(vec![]);
+        return Ok(None);
     };
     let addrs = nl
         .addresses(Some(link.index))
@@ -96,11 +112,51 @@ fn delete_container_link(args: &CmdArgs) -> Result<Vec<IpNetwork>, Error> {
         }
         _ => {}
     }
-    Ok(addrs
-        .into_iter()
-        .map(|a| a.addr)
-        .filter(is_global_unicast)
-        .collect())
+    Ok(Some(
+        addrs
+            .into_iter()
+            .map(|a| a.addr)
+            .filter(is_global_unicast)
+            .collect(),
+    ))
+}
+
+/// The container end could not be reached, but its namespace may still be alive (empty
+/// CNI_NETNS, a path that is no netns): delete the host ends recorded in prevResult that
+/// are still veth ports of our bridge. A dead namespace took the pair with it already.
+fn delete_host_veths(conf: &BridgeConf, prev: &CniResult) -> Result<(), Error> {
+    let host = Netlink::current().context("failed to open netlink socket")?;
+    let Some(br) = host
+        .link_by_name(&conf.bridge)
+        .context(format!("failed to lookup {:?}", conf.bridge))?
+    else {
+        return Ok(());
+    };
+    for entry in prev
+        .interfaces
+        .iter()
+        .filter(|i| i.sandbox.is_empty() && i.name != conf.bridge)
+    {
+        let Some(link) = host
+            .link_by_name(&entry.name)
+            .context(format!("failed to lookup {:?}", entry.name))?
+        else {
+            continue;
+        };
+        if link.kind.as_deref() != Some("veth") || link.master != Some(br.index) {
+            continue;
+        }
+        match host.delete_link(link.index) {
+            Err(e) if !e.is_no_device() => {
+                return Err(crate::fail::fail(
+                    format!("failed to delete {:?}", entry.name),
+                    e,
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn is_global_unicast(a: &IpNetwork) -> bool {
@@ -121,16 +177,10 @@ fn is_global_unicast(a: &IpNetwork) -> bool {
     }
 }
 
-/// The container IPs the runtime recorded for this attachment, if it sent a usable prevResult.
-fn prev_result_ips(conf: &BridgeConf, config_version: &str) -> Vec<IpNetwork> {
-    let Some(prev) = &conf.common.prev_result else {
-        return vec![];
-    };
-    match CniResult::parse(prev, config_version) {
-        Ok(r) => r.ips.into_iter().map(|ip| ip.address).collect(),
-        Err(e) => {
-            eprintln!("bridge: DEL: ignoring unreadable prevResult: {e}");
-            vec![]
-        }
-    }
+/// What the runtime recorded for this attachment, if it sent a usable prevResult.
+fn prev_result(conf: &BridgeConf, config_version: &str) -> Option<CniResult> {
+    let prev = conf.common.prev_result.as_ref()?;
+    CniResult::parse(prev, config_version)
+        .map_err(|e| eprintln!("bridge: DEL: ignoring unreadable prevResult: {e}"))
+        .ok()
 }

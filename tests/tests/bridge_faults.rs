@@ -1,0 +1,217 @@
+//! Faults: IPAM failures, a netns vanishing mid-ADD, and every way DEL finds the
+//! container side already gone. Afterwards no veth, IP reservation or rule remains.
+
+#[path = "bridge_support.rs"]
+mod support;
+
+use cni_tests::{NamedNetns, PluginRun, TempDir};
+use libcni::testutil::privileged;
+use serde_json::{Value, json};
+use support::*;
+
+/// Masquerade (iptables) and spoof check on, so a leak of either shows.
+fn full_conf(env: &Env, version: &str, subnets: &[&str]) -> Value {
+    env.conf(
+        version,
+        subnets,
+        json!({"ipMasq": true, "ipMasqBackend": "iptables", "macspoofchk": true}),
+    )
+}
+
+#[test]
+fn ipam_exhausted_rolls_back() {
+    if !privileged("ipam_exhausted_rolls_back") {
+        return;
+    }
+    let env = Env::new("exh");
+    // A /30 has one address left after the gateway.
+    let conf = full_conf(&env, "1.0.0", &["10.1.3.0/30"]);
+    let c1 = NamedNetns::new("ctr");
+    let c2 = NamedNetns::new("ctr");
+    let r1 = env.add(&c1, "c1", &conf);
+    let before = env.links().len();
+    let (_, msg) = error_of(&env.run("ADD", &c2, "c2", &conf));
+    assert!(msg.contains("no IP addresses available"), "{msg}");
+    assert_eq!(env.links().len(), before, "the failed ADD's veth is gone");
+    assert_eq!(links(&c2).len(), 1);
+    assert!(!env.nft_ruleset().contains("macspoofchk-c2"));
+    env.del(&c1, "c1", &with_prev(&conf, &r1));
+    env.del(&c2, "c2", &conf);
+    env.assert_clean();
+}
+
+#[test]
+fn failing_ipam_plugin_rolls_back() {
+    if !privileged("failing_ipam_plugin_rolls_back") {
+        return;
+    }
+    let env = Env::new("ipamfail");
+    env.ipam_script(
+        "failipam",
+        r#"[ "$CNI_COMMAND" = ADD ] || exit 0
+echo '{"cniVersion":"1.0.0","code":11,"msg":"try again later"}'; exit 1"#,
+    );
+    let ctr = NamedNetns::new("ctr");
+    let mut conf = full_conf(&env, "1.0.0", &["10.1.2.0/24"]);
+    conf["ipam"]["type"] = json!("failipam");
+    let (code, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
+    assert_eq!((code, msg.as_str()), (11, "try again later"));
+    assert_eq!(links(&ctr).len(), 1);
+    env.assert_clean();
+}
+
+#[test]
+fn ipam_without_ips_rolls_back() {
+    if !privileged("ipam_without_ips_rolls_back") {
+        return;
+    }
+    let env = Env::new("noips");
+    let marker = env.data.join("ipam-del-called");
+    env.ipam_script(
+        "emptyipam",
+        &format!(
+            r#"cat >/dev/null
+case "$CNI_COMMAND" in
+ADD) echo '{{"cniVersion":"1.0.0","ips":[]}}';;
+DEL) touch {};;
+esac"#,
+            marker.display()
+        ),
+    );
+    let ctr = NamedNetns::new("ctr");
+    let mut conf = full_conf(&env, "1.0.0", &["10.1.2.0/24"]);
+    conf["ipam"]["type"] = json!("emptyipam");
+    let (_, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
+    assert_eq!(msg, "IPAM plugin returned missing IP config");
+    assert!(marker.exists(), "the reservation is released");
+    assert_eq!(links(&ctr).len(), 1);
+    env.assert_clean();
+}
+
+/// The IPAM deletes the container netns before answering: whatever ADD returns, the
+/// runtime's DEL afterwards leaves nothing.
+#[test]
+fn netns_vanishing_mid_add() {
+    if !privileged("netns_vanishing_mid_add") {
+        return;
+    }
+    let env = Env::new("vanish");
+    let ctr = NamedNetns::new("ctr");
+    env.ipam_script(
+        "vanishipam",
+        &format!(
+            "[ \"$CNI_COMMAND\" = ADD ] && ip netns del {}\nexec {}",
+            ctr.name(),
+            env.cni.join("host-local").display()
+        ),
+    );
+    let mut conf = full_conf(&env, "1.0.0", &["10.1.2.0/24"]);
+    conf["ipam"]["type"] = json!("vanishipam");
+    let out = env.run("ADD", &ctr, "dummy-0", &conf);
+    assert!(!ctr.path().exists());
+    let del_conf = if out.success() {
+        with_prev(&conf, &out.json())
+    } else {
+        conf.clone()
+    };
+    env.del(&ctr, "dummy-0", &del_conf);
+    env.assert_clean();
+}
+
+/// How the container side is gone when DEL comes.
+#[derive(Debug, Clone, Copy)]
+enum Gone {
+    /// The netns was deleted (its links died with it).
+    Netns,
+    /// CNI_NETNS names a file that is not a netns.
+    NotNetns,
+    /// CNI_NETNS is empty.
+    EmptyNetns,
+    /// The container interface was deleted.
+    Link,
+    /// The IP was released already.
+    Ip,
+}
+
+fn del_when_gone(gone: Gone, version: &str, with_prev_result: bool) {
+    let env = Env::new("gone");
+    let conf = full_conf(&env, version, &["10.1.2.0/24", "fd00::/64"]);
+    let ctr = NamedNetns::new("ctr");
+    let ctr_path = ctr.path().to_str().unwrap().to_string();
+    let result = env.add(&ctr, "dummy-0", &conf);
+    assert!(!env.cni_nat_rules().is_empty());
+    let junk = TempDir::new("notns");
+    let mut ctr = Some(ctr);
+    let netns = match gone {
+        Gone::Netns => {
+            drop(ctr.take());
+            ctr_path
+        }
+        Gone::NotNetns => {
+            let file = junk.join("ns");
+            std::fs::write(&file, "").unwrap();
+            file.to_str().unwrap().to_string()
+        }
+        Gone::EmptyNetns => String::new(),
+        Gone::Link => {
+            ctr.as_ref()
+                .unwrap()
+                .exec_in(&["ip", "link", "del", IFNAME]);
+            ctr_path
+        }
+        Gone::Ip => {
+            PluginRun::new(env.cni.join("host-local"))
+                .command("DEL")
+                .container_id("dummy-0")
+                .netns(&ctr_path)
+                .ifname(IFNAME)
+                .cni_path([env.cni.path()])
+                .stdin(conf.to_string())
+                .run_in(&env.host)
+                .assert_success();
+            assert!(env.ip_files().is_empty());
+            ctr_path
+        }
+    };
+    let del_conf = if with_prev_result {
+        with_prev(&conf, &result)
+    } else {
+        conf.clone()
+    };
+    let run = || {
+        env.plugin("DEL", &netns, "dummy-0", &del_conf)
+            .run_in(&env.host)
+    };
+    run().assert_success();
+    let what = format!("{gone:?}, {version}, prevResult: {with_prev_result}");
+    assert!(env.ip_files().is_empty(), "{what}");
+    assert_eq!(env.cni_nat_rules(), Vec::<String>::new(), "{what}");
+    assert!(!env.nft_ruleset().contains("macspoofchk"), "{what}");
+    // The host veth can only be found through prevResult when the netns is unreachable
+    // but alive.
+    let host_veth_findable = with_prev_result || !matches!(gone, Gone::NotNetns | Gone::EmptyNetns);
+    if host_veth_findable {
+        env.assert_clean();
+    }
+    run().assert_success();
+    drop(ctr);
+}
+
+#[test]
+fn del_when_container_side_is_gone() {
+    if !privileged("del_when_container_side_is_gone") {
+        return;
+    }
+    for gone in [
+        Gone::Netns,
+        Gone::NotNetns,
+        Gone::EmptyNetns,
+        Gone::Link,
+        Gone::Ip,
+    ] {
+        for prev in [true, false] {
+            del_when_gone(gone, "1.0.0", prev);
+        }
+        del_when_gone(gone, "1.1.0", true);
+    }
+}
