@@ -102,7 +102,7 @@ fn cnitool_add_check_del_with_go_plugins() {
     // The cache entry: Go's name, Go's field order, the conflist bytes in base64.
     let id = sha512_id(s.ctr.path());
     let name = format!("gonet-{id}-eth0");
-    assert_eq!(s.results(), [name.clone()]);
+    assert_eq!(s.results(), std::slice::from_ref(&name));
     let raw = std::fs::read_to_string(s.dir.join("cache/results").join(&name)).unwrap();
     assert!(
         raw.starts_with(&format!(
