@@ -303,3 +303,83 @@ fn help_per_command_names_the_environment() {
         }
     }
 }
+
+fn base64_of(path: &Path) -> String {
+    let out = Command::new("base64")
+        .arg("-w0")
+        .arg(path)
+        .output()
+        .unwrap();
+    stdout(&out)
+}
+
+#[test]
+fn cache_file_is_what_go_libcni_writes() {
+    let env = Env::new();
+    let out = env
+        .cmd(&["add", "net", "/var/run/netns/testing"])
+        .env("CNI_ARGS", "IgnoreUnknown=1;A=<b>")
+        .env(
+            "CAP_ARGS",
+            r#"{"mac":"02:00:00:00:00:07","b":{"y":1,"x":2.0}}"#,
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Built by hand from Go's rules: struct order at the top, base64 config, sorted map
+    // keys, HTML-escaped strings, float64 numbers, compact, no newline.
+    let want = format!(
+        concat!(
+            r#"{{"kind":"cniCacheV1","containerId":"cnitool-77383ca0a0715733ca6f","config":"{}","#,
+            r#""ifName":"eth0","networkName":"net","netns":"/var/run/netns/testing","#,
+            r#""cniArgs":[["IgnoreUnknown","1"],["A","\u003cb\u003e"]],"#,
+            r#""capabilityArgs":{{"b":{{"x":2,"y":1}},"mac":"02:00:00:00:00:07"}},"#,
+            r#""result":{{"cniVersion":"1.0.0","ips":[{{"address":"10.0.0.2/24","gateway":"10.0.0.1"}}]}}}}"#
+        ),
+        base64_of(&env.dir.join("net.d/10-net.conflist"))
+    );
+    let got =
+        std::fs::read_to_string(env.cache_file("net-cnitool-77383ca0a0715733ca6f-eth0")).unwrap();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn del_reads_a_cache_file_go_wrote_and_a_legacy_one() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.dir.join("cache/results")).unwrap();
+    let file = env.cache_file("net-cnitool-77383ca0a0715733ca6f-eth0");
+    // As Go libcni writes it (keys of the maps sorted), for a 0.4.0 result.
+    std::fs::write(
+        &file,
+        concat!(
+            r#"{"kind":"cniCacheV1","containerId":"cnitool-77383ca0a0715733ca6f","config":"e30=","#,
+            r#""ifName":"eth0","networkName":"net","netns":"/var/run/netns/testing","#,
+            r#""cniArgs":[["K","V"]],"#,
+            r#""result":{"cniVersion":"0.4.0","dns":{},"ips":[{"address":"10.1.0.5/16","gateway":"10.1.0.1","version":"4"}]}}"#
+        ),
+    )
+    .unwrap();
+    let out = env.run(&["del", "net", "/var/run/netns/testing"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let prev = &env.calls()[0].1["prevResult"];
+    // Converted to the config's version (1.1.0) before use.
+    assert_eq!(prev["cniVersion"], "1.1.0");
+    assert_eq!(prev["ips"][0]["address"], "10.1.0.5/16");
+    assert!(!file.exists());
+
+    // Legacy cache: the file is just the result.
+    std::fs::write(
+        &file,
+        r#"{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.1.0.6/16"}],"dns":{}}"#,
+    )
+    .unwrap();
+    assert!(
+        env.run(&["del", "net", "/var/run/netns/testing"])
+            .status
+            .success()
+    );
+    assert_eq!(
+        env.calls()[1].1["prevResult"]["ips"][0]["address"],
+        "10.1.0.6/16"
+    );
+}
