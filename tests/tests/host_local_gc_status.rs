@@ -1,0 +1,121 @@
+//! GC and STATUS, which the reference host-local never implemented.
+
+mod host_local_support;
+
+use host_local_support::*;
+use serde_json::json;
+
+fn gc_conf(net: &Net, valid: Option<serde_json::Value>) -> String {
+    let extra = match valid {
+        Some(v) => json!({"cni.dev/valid-attachments": v}),
+        None => json!({}),
+    };
+    net.conf(
+        "1.1.0",
+        json!({"ranges": [[{"subnet": "10.1.2.0/24"}]]}),
+        extra,
+    )
+}
+
+fn gc(net: &Net, valid: Option<serde_json::Value>) {
+    cni_tests::PluginRun::new(ours())
+        .command("GC")
+        .cni_path([cni_tests::bin_dir()])
+        .stdin(gc_conf(net, valid))
+        .run()
+        .assert_success();
+}
+
+#[test]
+fn gc_releases_what_is_not_valid() {
+    let net = Net::new("hl-gc");
+    let conf = net.simple("1.1.0", "10.1.2.0/24");
+    for id in ["a", "b", "c"] {
+        add_ok(&ours(), id, &conf);
+    }
+    call(&ours(), "ADD", "a", "eth1", &conf).assert_success();
+    // legacy ID-only leases of a valid and of a gone container, and a corrupt one
+    std::fs::write(net.store().join("10.1.2.100"), "a").unwrap();
+    std::fs::write(net.store().join("10.1.2.101"), "gone").unwrap();
+    std::fs::write(net.store().join("10.1.2.102"), "").unwrap();
+    let before: Vec<String> = net.names();
+
+    // no key: nothing released
+    gc(&net, None);
+    assert_eq!(net.names(), before);
+
+    gc(
+        &net,
+        Some(
+            json!([{"containerID": "a", "ifname": "eth0"}, {"containerID": "c", "ifname": "eth0"}]),
+        ),
+    );
+    let left: Vec<String> = net.leases().into_keys().collect();
+    assert_eq!(left, ["10.1.2.100", "10.1.2.102", "10.1.2.2", "10.1.2.4"]);
+    assert!(net.store().join("lock").exists());
+    assert!(net.store().join("last_reserved_ip.0").exists());
+    // what GC released is free again, and what it kept still belongs to its owner
+    call(&ours(), "CHECK", "a", "eth0", &conf).assert_success();
+    call(&ours(), "CHECK", "b", "eth0", &conf).assert_failure();
+
+    // an empty list (or null) releases every readable lease
+    gc(&net, Some(json!([])));
+    assert_eq!(net.leases().into_keys().collect::<Vec<_>>(), ["10.1.2.102"]);
+    gc(&net, Some(json!(null)));
+    assert_eq!(net.leases().len(), 1);
+}
+
+#[test]
+fn gc_of_a_network_never_used_is_a_no_op() {
+    let net = Net::new("hl-gc-none");
+    gc(&net, Some(json!([])));
+    assert!(!net.store().exists());
+}
+
+fn status(conf: &str) -> cni_tests::PluginOutput {
+    cni_tests::PluginRun::new(ours())
+        .command("STATUS")
+        .cni_path([cni_tests::bin_dir()])
+        .stdin(conf.to_string())
+        .run()
+}
+
+#[test]
+fn status_reports_exhaustion_of_a_small_range() {
+    let net = Net::new("hl-status");
+    // .1 is the gateway: .2 and .3 are the whole range
+    let conf = net.conf(
+        "1.1.0",
+        json!({"ranges": [[{"subnet": "10.1.2.0/24", "rangeEnd": "10.1.2.3"}], [{"subnet": "2001:db8::/64"}]]}),
+        json!({}),
+    );
+    status(&conf).assert_success();
+    add_ok(&ours(), "a", &conf);
+    status(&conf).assert_success();
+    add_ok(&ours(), "b", &conf);
+    let e = status(&conf).assert_failure();
+    assert_eq!(e["code"], 50);
+    assert_eq!(
+        e["msg"],
+        "no IP addresses available in range set: 10.1.2.1-10.1.2.3"
+    );
+    let e = call(&ours(), "ADD", "c", "eth0", &conf).assert_failure();
+    assert_eq!(
+        e["msg"],
+        "failed to allocate for range 0: no IP addresses available in range set: 10.1.2.1-10.1.2.3"
+    );
+    call(&ours(), "DEL", "a", "eth0", &conf).assert_success();
+    status(&conf).assert_success();
+}
+
+#[test]
+fn status_fails_when_the_store_cannot_be_written() {
+    let net = Net::new("hl-status-ro");
+    // dataDir is a regular file: the store can never be created
+    std::fs::write(net.data_dir(), "not a dir").unwrap();
+    let e = status(&net.simple("1.1.0", "10.1.2.0/24")).assert_failure();
+    assert_eq!(e["code"], 50, "{e}");
+    // and config errors stay config errors
+    let e = status(&net.simple("1.1.0", "10.1.2.1/24")).assert_failure();
+    assert_eq!(e["code"], 7);
+}
