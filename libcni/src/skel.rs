@@ -276,11 +276,15 @@ fn validate_config_name(stdin: &[u8]) -> Result<(), Error> {
     }
     let conf: Named = serde_json::from_slice(stdin)
         .map_err(|e| Error::decoding(format!("error unmarshall network config: {e}")))?;
-    let name = conf.name.unwrap_or_default();
+    validate_network_name(&conf.name.unwrap_or_default())
+}
+
+/// Go `utils.ValidateNetworkName`.
+pub fn validate_network_name(name: &str) -> Result<(), Error> {
     if name.is_empty() {
         return Err(Error::invalid_config("missing network name"));
     }
-    if !is_valid_name(&name) {
+    if !is_valid_name(name) {
         return Err(
             Error::invalid_config("invalid characters found in network name").with_details(name),
         );

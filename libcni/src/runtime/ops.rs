@@ -65,7 +65,7 @@ impl CniConfig {
     ) -> Result<CniResult, Error> {
         let path = self.find(plugin)?;
         validate_container_id(&rt.container_id)?;
-        validate_network_name(&list.name)?;
+        crate::skel::validate_network_name(&list.name)?;
         validate_ifname(&rt.ifname)?;
         let stdin = request_config(list, plugin, prev, Some(rt))?;
         exec_plugin_with_result(&path, &stdin, &self.env("ADD", Some(rt)).as_refs())
@@ -404,22 +404,6 @@ fn request_config(
     Ok(gojson::marshal(&gojson::sorted_except(&conf, STRUCT_KEYS)).into_bytes())
 }
 
-/// Go `utils.ValidateNetworkName`.
-fn validate_network_name(name: &str) -> Result<(), Error> {
-    if name.is_empty() {
-        return Err(Error::invalid_config("missing network name"));
-    }
-    let mut chars = name.chars();
-    let valid = chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-    if !valid {
-        return Err(
-            Error::invalid_config("invalid characters found in network name").with_details(name),
-        );
-    }
-    Ok(())
-}
-
 /// Go `version.PluginDecoder.Decode`.
 fn decode_version_info(out: &[u8]) -> Result<Vec<String>, Error> {
     #[derive(serde::Deserialize)]
@@ -478,9 +462,12 @@ mod tests {
 
     #[test]
     fn network_name_and_version_info() {
-        assert_eq!(validate_network_name("").unwrap_err().code, 7);
-        assert_eq!(validate_network_name("a/b").unwrap_err().code, 7);
-        validate_network_name("my-net_1.x").unwrap();
+        assert_eq!(crate::skel::validate_network_name("").unwrap_err().code, 7);
+        assert_eq!(
+            crate::skel::validate_network_name("a/b").unwrap_err().code,
+            7
+        );
+        crate::skel::validate_network_name("my-net_1.x").unwrap();
         assert_eq!(
             decode_version_info(br#"{"cniVersion":"0.2.0"}"#).unwrap(),
             ["0.1.0", "0.2.0"]
