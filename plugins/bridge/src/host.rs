@@ -8,24 +8,30 @@ use ipnetwork::IpNetwork;
 use libcni::Error;
 
 /// Creates the bridge if needed (a concurrent creator winning the race is fine), checks
-/// that an existing link of that name is a bridge, and brings it up.
+/// that an existing link of that name is a bridge, and brings it up. Errors carry the
+/// reference's `failed to create bridge "<name>": ` prefix.
 pub fn ensure_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error> {
+    create_or_reuse_bridge(nl, conf).map_err(|mut e| {
+        e.msg = format!("failed to create bridge {:?}: {}", conf.bridge, e.msg);
+        e
+    })
+}
+
+fn create_or_reuse_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error> {
     let name = &conf.bridge;
     let created = match nl.create_bridge(name, conf.mtu) {
         Ok(()) => true,
         Err(e) if e.is_exists() => false,
         Err(e) => {
-            return Err(fail(
-                format!("failed to create bridge {name:?}: could not add {name:?}"),
-                e,
-            ));
+            return Err(fail(format!("could not add {name:?}"), e));
         }
     };
     let br = bridge_by_name(nl, name)?;
     // Pin the bridge's own random MAC now: a bridge with an unset MAC takes the lowest MAC
     // of its ports, so it would change as containers come and go.
     if let (true, Some(mac)) = (created, br.mac) {
-        nl.set_mac(br.index, mac).context("could not set bridge's mac")?;
+        nl.set_mac(br.index, mac)
+            .context("could not set bridge's mac")?;
     }
     if created && conf.vlan_filtering() {
         nl.set_vlan_filtering(br.index, true)
