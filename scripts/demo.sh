@@ -11,14 +11,19 @@
 # Environment:
 #   DEMO_PLUGINS=DIR      use the plugins in DIR instead of building ours
 #                         (e.g. /usr/lib/cni for the Go reference plugins)
-#   DEMO_CNI_VERSION=V    cniVersion of the demo network [default: 1.0.0; the Go
-#                         plugins 1.1.x stop there, STATUS and plugin GC need 1.1.0]
+#   DEMO_CNI_VERSION=V    cniVersion of the demo network [default: 1.1.0 with our
+#                         plugins, so STATUS and plugin GC run; 1.0.0 with
+#                         DEMO_PLUGINS, as Debian's Go plugins 1.1.x stop there]
 #   DEMO_SKIP_BUILD=1     use the binaries already in the target directory
 #   CARGO_TARGET_DIR      where cargo builds [default: ./target]
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-cni_version=${DEMO_CNI_VERSION:-1.0.0}
+if [[ -n ${DEMO_PLUGINS:-} ]]; then
+    cni_version=${DEMO_CNI_VERSION:-1.0.0}
+else
+    cni_version=${DEMO_CNI_VERSION:-1.1.0}
+fi
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 bin_dir=$target_dir/release
 
