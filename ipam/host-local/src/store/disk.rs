@@ -9,7 +9,7 @@ use super::index::{self, Entry, Stamp, Tag};
 use super::{Attachment, Holder, Store, StoreError};
 use nix::libc;
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io::{ErrorKind, Read};
 use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
@@ -217,12 +217,33 @@ impl DiskStore {
         file.write_all_at(&bytes, 0)?;
         file.set_len(bytes.len() as u64)?;
         // Creating the file may have changed the directory: stamp it only now.
-        let stamp = Stamp::of(&fs::symlink_metadata(&self.dir)?);
+        let stamp = self.unrepeatable_stamp()?;
         let (count, body) = index::counts(&bytes).unwrap_or_default();
         let header = index::header(&stamp, count, body);
         file.write_all_at(&header, index::HEADER_OFFSET)?;
         bytes.clear();
-        wait_past(stamp)
+        Ok(())
+    }
+
+    /// Directory times come from the coarse clock: a change by someone else later in the
+    /// same tick would leave the mtime as it is, and the index would look current. So the
+    /// mtime is moved back by one nanosecond, to a value no later change can produce (they
+    /// all get the current time, at least the old mtime). A filesystem that cannot hold
+    /// that exact value gets no index.
+    fn unrepeatable_stamp(&self) -> std::io::Result<Stamp> {
+        let dir = File::open(&self.dir)?;
+        let now = dir.metadata()?.modified()?;
+        let before = now
+            .checked_sub(Duration::from_nanos(1))
+            .ok_or_else(|| std::io::Error::other("directory mtime out of range"))?;
+        dir.set_times(FileTimes::new().set_modified(before))?;
+        let meta = dir.metadata()?;
+        if meta.modified()? != before {
+            return Err(std::io::Error::other(
+                "filesystem timestamps too coarse for the index",
+            ));
+        }
+        Ok(Stamp::of(&meta))
     }
 
     fn forget(&mut self, ips: &HashSet<IpAddr>) {
@@ -238,24 +259,6 @@ impl Drop for DiskStore {
     fn drop(&mut self) {
         self.flush();
     }
-}
-
-/// A directory timestamp comes from the coarse clock, so a change by someone else later
-/// in the same tick could leave it unchanged. Holding the lock until the coarse clock has
-/// moved past the recorded stamp makes every later change visible.
-fn wait_past(stamp: Stamp) -> std::io::Result<()> {
-    use nix::time::{ClockId, clock_gettime};
-    let newest = stamp.newest();
-    for _ in 0..200 {
-        let now = clock_gettime(ClockId::CLOCK_REALTIME_COARSE).map_err(std::io::Error::from)?;
-        if (now.tv_sec(), now.tv_nsec()) > newest {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_micros(250));
-    }
-    Err(std::io::Error::other(
-        "store directory timestamp is in the future; index not kept",
-    ))
 }
 
 /// The address a lease file name stands for; only canonical names (as `ip.String()`
@@ -311,6 +314,9 @@ impl Store for DiskStore {
                     // Someone changed the store behind an index we trusted.
                     self.rescan()?;
                 }
+                if self.taken.is_none() {
+                    self.taken = Some(self.entries.iter().map(|e| e.ip).collect());
+                }
                 return Ok(false);
             }
             Err(e) => return Err(StoreError::io("creating lease", &path, e)),
@@ -345,10 +351,8 @@ impl Store for DiskStore {
     }
 
     fn is_taken(&mut self, ip: IpAddr) -> bool {
-        let entries = &self.entries;
-        self.taken
-            .get_or_insert_with(|| entries.iter().map(|e| e.ip).collect())
-            .contains(&ip)
+        // Built on the first collision only: the walk usually starts at a free address.
+        self.taken.as_ref().is_some_and(|t| t.contains(&ip))
     }
 
     fn ips_of(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError> {

@@ -121,13 +121,36 @@ fn a_change_behind_the_index_is_seen() {
     // Another plugin (the Go one) adds and removes leases right after us.
     fs::write(t.0.join("net/10.0.0.5"), "b\r\neth0").unwrap();
     let mut s = open(&t);
-    assert!(s.is_taken(ipa("10.0.0.5")));
+    assert!(s.allocated().unwrap().contains(&ipa("10.0.0.5")));
     assert_eq!(s.ips_of(&att("b", "eth0")).unwrap(), [ipa("10.0.0.5")]);
     drop(s);
     fs::remove_file(t.0.join("net/10.0.0.2")).unwrap();
     let mut s = open(&t);
     assert_eq!(s.allocated().unwrap(), [ipa("10.0.0.5")]);
-    assert!(!s.is_taken(ipa("10.0.0.2")));
+    assert!(!s.allocated().unwrap().contains(&ipa("10.0.0.2")));
+}
+
+#[test]
+fn changes_in_the_same_clock_tick_are_seen() {
+    let t = Tmp::new("tick");
+    for i in 0..50u32 {
+        let mut s = open(&t);
+        let mine = ipa(&format!("10.0.1.{}", i + 1));
+        assert!(s.reserve(&att(&format!("r{i}"), "eth0"), mine, 0).unwrap());
+        drop(s);
+        // right away, as a Go plugin waiting on the lock would
+        let theirs = format!("10.0.2.{}", i + 1);
+        fs::write(t.0.join("net").join(&theirs), format!("g{i}\r\neth0")).unwrap();
+        let mut s = open(&t);
+        assert!(
+            s.allocated().unwrap().contains(&ipa(&theirs)),
+            "iteration {i}"
+        );
+        assert_eq!(
+            s.ips_of(&att(&format!("g{i}"), "eth0")).unwrap(),
+            [ipa(&theirs)]
+        );
+    }
 }
 
 #[test]
