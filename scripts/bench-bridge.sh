@@ -27,15 +27,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
+ip netns add "$HOST_NS"
+ip netns add "$CTR_NS"
+
 # Does our host-local answer ADD?
 probe_conf='{"cniVersion":"1.0.0","name":"probe","type":"bridge","ipam":{"type":"host-local","subnet":"10.99.0.0/24","dataDir":"'$WORK/probe'"}}'
-if CNI_COMMAND=ADD CNI_CONTAINERID=p CNI_NETNS=/proc/self/ns/net CNI_IFNAME=eth0 CNI_PATH=$OURS_DIR \
+if CNI_COMMAND=ADD CNI_CONTAINERID=p CNI_NETNS=/run/netns/$CTR_NS CNI_IFNAME=eth0 CNI_PATH=$OURS_DIR \
     "$OURS_DIR/host-local" <<<"$probe_conf" 2>/dev/null | grep -q '"10.99.0.'; then
     OUR_IPAM=$OURS_DIR/host-local
 else
     OUR_IPAM=$GO_DIR/host-local
     echo "note: our host-local is not ready; both use the Go host-local"
 fi
+rm -rf "$WORK/probe"
 
 # CNI_PATH per implementation: bridge + host-local.
 mkdir -p "$WORK/ours" "$WORK/go"
@@ -43,9 +47,6 @@ ln -s "$OURS_DIR/bridge" "$WORK/ours/bridge"
 ln -s "$OUR_IPAM" "$WORK/ours/host-local"
 ln -s "$GO_DIR/bridge" "$WORK/go/bridge"
 ln -s "$GO_DIR/host-local" "$WORK/go/host-local"
-
-ip netns add "$HOST_NS"
-ip netns add "$CTR_NS"
 
 # Runs inside the host netns, so each plugin run is a plain exec (no `ip netns exec`
 # in the timed path). Prints "add_us del_us" per run.

@@ -36,6 +36,8 @@ pub fn our_host_local_works() -> bool {
             return false;
         };
         let data = TempDir::new("hl-probe");
+        // host-local refuses a CNI_NETNS equal to its own netns.
+        let probe_ns = NamedNetns::new("hl-probe");
         let conf = json!({"cniVersion": "1.0.0", "name": "probe", "type": "bridge",
             "ipam": {"type": "host-local", "subnet": "10.99.0.0/24",
                      "dataDir": data.path()}})
@@ -44,7 +46,7 @@ pub fn our_host_local_works() -> bool {
             PluginRun::new(&bin)
                 .command(cmd)
                 .container_id("probe")
-                .netns("/proc/self/ns/net")
+                .netns(probe_ns.path())
                 .ifname("eth0")
                 .cni_path([data.path()])
                 .stdin(conf.clone())
