@@ -50,7 +50,7 @@ cargo build --workspace --bins
 cargo clippy --workspace --all-targets -- -D warnings
 
 status=0
-RUST_BACKTRACE="${RUST_BACKTRACE:-1}" cargo test --workspace || status=$?
+RUST_BACKTRACE="${RUST_BACKTRACE:-1}" cargo test --workspace --no-fail-fast || status=$?
 
 # The README's demo must stay green too (it needs root; it cleans up after itself).
 if [[ $EUID -eq 0 ]]; then

@@ -191,6 +191,11 @@ fn del_when_gone(gone: Gone, version: &str, with_prev_result: bool) {
     // but alive.
     let host_veth_findable = with_prev_result || !matches!(gone, Gone::NotNetns | Gone::EmptyNetns);
     if host_veth_findable {
+        if matches!(gone, Gone::Netns) {
+            // The kernel destroys a deleted namespace (and the veth pair in it) from a
+            // work queue, so the host end may outlive our DEL by a moment.
+            env.wait_for_no_links(std::time::Duration::from_secs(3));
+        }
         env.assert_clean();
     }
     run().assert_success();

@@ -198,6 +198,25 @@ impl Env {
         self.host.exec_in(&["nft", "list", "ruleset"])
     }
 
+    /// Waits until the host has no links but lo and the bridge, or `timeout` passes.
+    pub fn wait_for_no_links(&self, timeout: std::time::Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            let others = self
+                .links()
+                .iter()
+                .filter(|l| {
+                    let n = l["ifname"].as_str().unwrap_or_default();
+                    n != "lo" && n != BRIDGE
+                })
+                .count();
+            if others == 0 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Nothing of any attachment is left: host links are lo and (maybe) the bridge,
     /// no reserved IP, no masquerade rule, no spoof-check rule.
     pub fn assert_clean(&self) {
