@@ -2,6 +2,7 @@
 //! unknown keys are an error unless `IgnoreUnknown` is `1`/`true`.
 
 use crate::error::{Error, code};
+use crate::goquote::{quote, quote_list};
 
 /// The pairs of a CNI_ARGS string, in order. Empty input has none.
 pub fn parse_pairs(args: &str) -> Result<Vec<(String, String)>, Error> {
@@ -13,7 +14,7 @@ pub fn parse_pairs(args: &str) -> Result<Vec<(String, String)>, Error> {
             let kv: Vec<&str> = pair.split('=').collect();
             match kv.as_slice() {
                 [k, v] => Ok((k.to_string(), v.to_string())),
-                _ => Err(args_error(format!("ARGS: invalid pair {pair:?}"))),
+                _ => Err(args_error(format!("ARGS: invalid pair {}", quote(pair)))),
             }
         })
         .collect()
@@ -39,10 +40,9 @@ pub fn load(args: &str, known: &[&str]) -> Result<Vec<(String, String)>, Error> 
         }
     }
     if !unknown.is_empty() && !ignore_unknown {
-        let quoted: Vec<String> = unknown.iter().map(|p| format!("{p:?}")).collect();
         return Err(args_error(format!(
-            "ARGS: unknown args [{}]",
-            quoted.join(" ")
+            "ARGS: unknown args {}",
+            quote_list(&unknown)
         )));
     }
     Ok(values)

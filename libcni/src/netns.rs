@@ -178,52 +178,13 @@ fn go_errno(e: &io::Error) -> String {
     }
 }
 
-/// Go's `%q` of a path: double-quoted with Go escapes; invalid UTF-8 bytes
-/// become `\xNN`.
-pub(crate) fn go_quote(path: &Path) -> String {
-    let mut out = String::from("\"");
-    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\x07' => out.push_str("\\a"),
-                '\x08' => out.push_str("\\b"),
-                '\x0c' => out.push_str("\\f"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                '\x0b' => out.push_str("\\v"),
-                c if (c as u32) < 0x80 && c.is_control() => {
-                    out.push_str(&format!("\\x{:02x}", c as u32))
-                }
-                c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-                c => out.push(c),
-            }
-        }
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out.push('"');
-    out
+fn go_quote(path: &Path) -> String {
+    crate::goquote::quote_bytes(path.as_os_str().as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::OsStr;
-
-    #[test]
-    fn quotes_like_go() {
-        assert_eq!(go_quote(Path::new("/run/netns/a")), r#""/run/netns/a""#);
-        assert_eq!(go_quote(Path::new("a\"b\\c\td\x01")), r#""a\"b\\c\td\x01""#);
-        assert_eq!(
-            go_quote(Path::new(OsStr::from_bytes(b"x\xffy"))),
-            r#""x\xffy""#
-        );
-        assert_eq!(go_quote(Path::new("é")), "\"é\"");
-    }
 
     #[test]
     fn missing_path_is_not_exist() {

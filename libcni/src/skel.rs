@@ -3,6 +3,7 @@
 //! the error JSON and exit status 1). Env and IO are injectable for tests.
 
 use crate::error::{Error, code};
+use crate::goquote::{quote, quote_list};
 use crate::types::CniResult;
 use crate::version;
 use std::io::{Read, Write};
@@ -246,15 +247,12 @@ fn check_version(verb: Verb, config_version: &str) -> Result<(), Error> {
         }
     }
     if !version::is_supported(config_version) {
-        let supported: Vec<String> = version::SUPPORTED
-            .iter()
-            .map(|v| format!("{v:?}"))
-            .collect();
         return Err(
             Error::new(code::INCOMPATIBLE_CNI_VERSION, "incompatible CNI versions").with_details(
                 format!(
-                    "config is {config_version:?}, plugin supports [{}]",
-                    supported.join(" ")
+                    "config is {}, plugin supports {}",
+                    quote(config_version),
+                    quote_list(version::SUPPORTED)
                 ),
             ),
         );

@@ -85,34 +85,7 @@ pub fn spoofcheck_comment(reference: &str) -> String {
     format!("macspoofchk-{reference}")
 }
 
-/// Go's `strconv.Quote` (`%q`) for the strings CNI uses: escapes `"`, `\`,
-/// control characters; keeps printable Unicode as is.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+pub use libcni::goquote::quote as go_quote;
 
 /// Inverse of [`go_quote`] for the escapes it produces for `"` and `\`; other
 /// escapes give `None` (such a comment was not written by us or the reference

@@ -8,9 +8,8 @@ use crate::fail::{Context, fail};
 use crate::gateway::calc_gateways;
 use crate::host;
 use crate::rollback::Rollback;
-use hostnet::firewall::{self, Attachment, spoofcheck};
+use hostnet::firewall::{self, spoofcheck};
 use hostnet::netlink::{IpFamily, Link, Netlink};
-use libcni::invoke::Delegate;
 use libcni::netns::Netns;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
@@ -72,11 +71,7 @@ fn add_attachment(
     }
 
     if conf.is_layer3() {
-        let ipam = Delegate {
-            plugin_type: conf.common.ipam_type(),
-            cni_path: &args.path,
-            netconf: &args.stdin_data,
-        };
+        let ipam = conf.ipam(args);
         let ipam_result = ipam.add()?;
         rollback.ipam = true;
         if ipam_result.ips.is_empty() {
@@ -112,11 +107,7 @@ fn add_attachment(
         if conf.ip_masq {
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             rollback.ipmasq = ips.clone();
-            let att = Attachment {
-                network: conf.name(),
-                container_id: &args.container_id,
-                ifname: &args.ifname,
-            };
+            let att = conf.attachment(args);
             firewall::setup_ipmasq(conf.ip_masq_backend, &att, &ips)
                 .context("failed to set up IP masquerading")?;
         }

@@ -4,10 +4,9 @@
 
 use crate::config::{BridgeConf, format_mac};
 use crate::fail::{Context, fail};
-use hostnet::firewall::{self, Attachment, spoofcheck};
+use hostnet::firewall::{self, spoofcheck};
 use hostnet::netlink::{IpFamily, Link, Netlink};
 use libcni::Error;
-use libcni::invoke::Delegate;
 use libcni::netns::Netns;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
@@ -18,12 +17,7 @@ pub fn check(args: &CmdArgs) -> Result<(), Error> {
     let netns = Netns::open(&args.netns)
         .map_err(|e| fail(format!("failed to open netns {:?}", args.netns), e))?;
     if conf.is_layer3() {
-        Delegate {
-            plugin_type: conf.common.ipam_type(),
-            cni_path: &args.path,
-            netconf: &args.stdin_data,
-        }
-        .run("CHECK")?;
+        conf.ipam(args).run("CHECK")?;
     }
     let prev = conf
         .common
@@ -75,11 +69,7 @@ pub fn check(args: &CmdArgs) -> Result<(), Error> {
         check_addresses(&ctr, &ctr_link, &result)?;
         check_routes(&ctr, &result)?;
         if conf.ip_masq {
-            let att = Attachment {
-                network: conf.name(),
-                container_id: &args.container_id,
-                ifname: &args.ifname,
-            };
+            let att = conf.attachment(args);
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             let ok = firewall::check_ipmasq(conf.ip_masq_backend, &att, &ips)
                 .context("failed to read masquerade rules")?;

@@ -1,7 +1,9 @@
 //! The bridge plugin's configuration: the reference's fields, defaults, validation and
 //! messages. Everything is checked here, before the plugin touches the node.
 
-use hostnet::firewall::Backend;
+use hostnet::firewall::{Attachment, Backend};
+use libcni::invoke::Delegate;
+use libcni::skel::CmdArgs;
 use libcni::types::{Dns, NetConf as CommonConf};
 use libcni::{Error, args};
 use serde::Deserialize;
@@ -161,6 +163,24 @@ impl BridgeConf {
 
     pub fn name(&self) -> &str {
         &self.common.name
+    }
+
+    /// The IPAM plugin, run with this call's config and CNI_PATH.
+    pub fn ipam<'a>(&'a self, args: &'a CmdArgs) -> Delegate<'a> {
+        Delegate {
+            plugin_type: self.common.ipam_type(),
+            cni_path: &args.path,
+            netconf: &args.stdin_data,
+        }
+    }
+
+    /// The key of this attachment's masquerade rules.
+    pub fn attachment<'a>(&'a self, args: &'a CmdArgs) -> Attachment<'a> {
+        Attachment {
+            network: self.name(),
+            container_id: &args.container_id,
+            ifname: &args.ifname,
+        }
     }
 
     /// The config's own `dns`, when any field is set (it then replaces the IPAM's).

@@ -6,11 +6,10 @@
 
 use crate::config::BridgeConf;
 use crate::fail::Context;
-use hostnet::firewall::{self, Attachment, spoofcheck};
+use hostnet::firewall::{self, spoofcheck};
 use hostnet::netlink::Netlink;
 use ipnetwork::IpNetwork;
 use libcni::Error;
-use libcni::invoke::Delegate;
 use libcni::netns::{Netns, NetnsError};
 use libcni::skel::CmdArgs;
 use libcni::types::CniResult;
@@ -41,11 +40,7 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
 
     let mut errors = Vec::new();
     if conf.is_layer3() {
-        let ipam = Delegate {
-            plugin_type: conf.common.ipam_type(),
-            cni_path: &args.path,
-            netconf: &args.stdin_data,
-        };
+        let ipam = conf.ipam(args);
         if let Err(e) = ipam.run("DEL") {
             errors.push(e);
         }
@@ -56,11 +51,7 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
         errors.push(crate::fail::fail("failed to remove mac spoof check", e));
     }
     if conf.is_layer3() && conf.ip_masq {
-        let att = Attachment {
-            network: conf.name(),
-            container_id: &args.container_id,
-            ifname: &args.ifname,
-        };
+        let att = conf.attachment(args);
         if let Err(e) = firewall::teardown_ipmasq(&att, &ips) {
             errors.push(crate::fail::fail("failed to remove IP masquerading", e));
         }

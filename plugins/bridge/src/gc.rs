@@ -5,7 +5,6 @@ use hostnet::firewall::{self, spoofcheck};
 use hostnet::netlink::Netlink;
 use libcni::Error;
 use libcni::error::code;
-use libcni::invoke::Delegate;
 use libcni::skel::CmdArgs;
 
 /// Removes the masquerade rules (both backends) and spoof-check chains of attachments of
@@ -32,11 +31,7 @@ pub fn gc(args: &CmdArgs) -> Result<(), Error> {
         }
     }
     if conf.is_layer3() {
-        let ipam = Delegate {
-            plugin_type: conf.common.ipam_type(),
-            cni_path: &args.path,
-            netconf: &args.stdin_data,
-        };
+        let ipam = conf.ipam(args);
         if let Err(e) = ipam.run("GC") {
             errors.push(e);
         }
@@ -73,12 +68,7 @@ pub fn status(args: &CmdArgs) -> Result<(), Error> {
         }
     }
     if conf.is_layer3() {
-        Delegate {
-            plugin_type: conf.common.ipam_type(),
-            cni_path: &args.path,
-            netconf: &args.stdin_data,
-        }
-        .run("STATUS")?;
+        conf.ipam(args).run("STATUS")?;
     }
     Ok(())
 }

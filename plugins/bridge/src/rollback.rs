@@ -2,10 +2,9 @@
 //! the IP reservation (the link goes before the IP, so the IP is never in use twice).
 
 use crate::config::BridgeConf;
-use hostnet::firewall::{self, Attachment, spoofcheck};
+use hostnet::firewall::{self, spoofcheck};
 use hostnet::netlink::Netlink;
 use ipnetwork::IpNetwork;
-use libcni::invoke::Delegate;
 use libcni::skel::CmdArgs;
 
 #[derive(Default)]
@@ -22,11 +21,7 @@ impl Rollback {
         let log =
             |what: &str, e: &dyn std::fmt::Display| eprintln!("bridge: rollback: {what}: {e}");
         if !self.ipmasq.is_empty() {
-            let att = Attachment {
-                network: conf.name(),
-                container_id: &args.container_id,
-                ifname: &args.ifname,
-            };
+            let att = conf.attachment(args);
             if let Err(e) = firewall::teardown_ipmasq(&att, &self.ipmasq) {
                 log("remove masquerade rules", &e);
             }
@@ -43,11 +38,7 @@ impl Rollback {
             }
         }
         if self.ipam {
-            let ipam = Delegate {
-                plugin_type: conf.common.ipam_type(),
-                cni_path: &args.path,
-                netconf: &args.stdin_data,
-            };
+            let ipam = conf.ipam(args);
             if let Err(e) = ipam.run("DEL") {
                 log("release IP", &e);
             }
