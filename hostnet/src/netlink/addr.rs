@@ -119,6 +119,22 @@ impl Netlink {
         .map(drop)
     }
 
+    /// `ip addr add ADDR dev IDX nodad`: an IPv6 address usable at once, skipping DAD
+    /// (`IFA_F_NODAD`; no effect on IPv4). EEXIST if present.
+    pub fn add_address_nodad(&self, index: u32, addr: IpNetwork) -> Result<(), NetlinkError> {
+        let mut msg = address_message(index, addr);
+        if addr.is_ipv6() {
+            msg.attributes
+                .push(AddressAttribute::Flags(AddressFlags::Nodad));
+        }
+        self.request(
+            &|| format!("add address {addr} nodad to link {index}"),
+            RouteNetlinkMessage::NewAddress(msg),
+            NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        )
+        .map(drop)
+    }
+
     /// `ip addr del ADDR dev IDX`; EADDRNOTAVAIL ([`NetlinkError::is_not_found`]) if absent.
     pub fn del_address(&self, index: u32, addr: IpNetwork) -> Result<(), NetlinkError> {
         self.request(

@@ -300,6 +300,28 @@ fn ipv6_addresses_settle() {
 }
 
 #[test]
+fn nodad_address_is_never_tentative() {
+    if !privileged("nodad_address_is_never_tentative") {
+        return;
+    }
+    in_new_netns(|| {
+        let host = Netlink::current().unwrap();
+        let ctr_ns = new_netns();
+        let ctr = Netlink::in_netns(ctr_ns.as_fd()).unwrap();
+        let (h, _) = veth_pair_up(&host, &ctr_ns, &ctr);
+        assert_eq!(sysctl::read("net.ipv6.conf.veth0.accept_dad").unwrap(), "1");
+        host.add_address_nodad(h, net("fd00:5::1/64")).unwrap();
+        host.add_address_nodad(h, net("10.5.0.1/24")).unwrap();
+        let a = host.addresses(Some(h)).unwrap();
+        let got = |n: &str| a.iter().find(|a| a.addr == net(n)).unwrap().tentative;
+        assert!(!got("fd00:5::1/64"), "usable at once, no DAD");
+        assert!(!got("10.5.0.1/24"));
+        let err = host.add_address_nodad(h, net("fd00:5::1/64")).unwrap_err();
+        assert!(err.is_exists(), "{err}");
+    });
+}
+
+#[test]
 fn ipv6_dad_failure_is_reported() {
     if !privileged("ipv6_dad_failure_is_reported") {
         return;

@@ -66,7 +66,7 @@ pub fn bridge_by_name(nl: &Netlink, name: &str) -> Result<Link, Error> {
     Ok(link)
 }
 
-/// Puts `gw` on the bridge (Go `ensureAddr`): nothing to do when present; another IPv4
+/// Puts `gw` on the bridge (Go `ensureAddr`), usable at once (no DAD): nothing to do when present; another IPv4
 /// address, or an overlapping IPv6 one, is an error unless `force_address` replaces it.
 pub fn ensure_gateway_addr(
     nl: &Netlink,
@@ -97,7 +97,12 @@ pub fn ensure_gateway_addr(
                 .context(format!("could not remove IP address from {:?}", br.name))?;
         }
     }
-    match nl.add_address(br.index, gw) {
+    // Without DAD: the reference's address stays tentative for 1-2 s after ADD returns, so
+    // the container cannot reach its IPv6 gateway yet. IFA_F_NODAD (rather than
+    // accept_dad=0 on the bridge) acts on this address only, at the moment it is added,
+    // and changes no setting of a bridge someone else may have created. The gateway
+    // address is ours by construction (IPAM ranges exclude it): DAD would guard nothing.
+    match nl.add_address_nodad(br.index, gw) {
         Ok(()) => {}
         Err(e) if e.is_exists() => {}
         Err(e) => {
