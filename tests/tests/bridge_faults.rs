@@ -220,3 +220,70 @@ fn del_when_container_side_is_gone() {
         del_when_gone(gone, "1.1.0", true);
     }
 }
+
+/// ADD fails after the masquerade rules and the spoof check are in place (a 0.2.0 result
+/// cannot carry two IPv4 addresses, found only when the result is converted): everything,
+/// rules included, is undone, with either backend.
+#[test]
+fn failure_after_ipmasq_rolls_back_everything() {
+    if !privileged("failure_after_ipmasq_rolls_back_everything") {
+        return;
+    }
+    for backend in ["iptables", "nftables"] {
+        let env = Env::new("late");
+        let conf = env.conf(
+            "0.2.0",
+            &["10.1.2.0/24", "10.1.3.0/24"],
+            json!({"ipMasq": true, "ipMasqBackend": backend, "macspoofchk": true}),
+        );
+        let ctr = NamedNetns::new("ctr");
+        let (_, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
+        assert!(
+            msg.contains("does not support more than 1 address"),
+            "{msg}"
+        );
+        assert_eq!(links(&ctr).len(), 1, "{backend}: container veth left");
+        env.assert_clean();
+    }
+}
+
+/// A DEL whose IPAM DEL fails once: the error goes back to the runtime, which retries;
+/// the retry (the link and the rules are gone by now) releases the IP and succeeds.
+#[test]
+fn del_failing_half_way_is_retried() {
+    if !privileged("del_failing_half_way_is_retried") {
+        return;
+    }
+    for prev in [true, false] {
+        let env = Env::new("delretry");
+        let marker = env.data.join("del-failed-once");
+        env.ipam_script(
+            "flakyipam",
+            &format!(
+                r#"if [ "$CNI_COMMAND" = DEL ] && [ ! -e {m} ]; then
+  touch {m}; cat >/dev/null
+  echo '{{"cniVersion":"1.0.0","code":11,"msg":"store busy"}}'; exit 1
+fi
+exec {hl}"#,
+                m = marker.display(),
+                hl = env.cni.join("host-local").display()
+            ),
+        );
+        let mut conf = full_conf(&env, "1.0.0", &["10.1.2.0/24", "fd00::/64"]);
+        conf["ipam"]["type"] = json!("flakyipam");
+        let ctr = NamedNetns::new("ctr");
+        let result = env.add(&ctr, "dummy-0", &conf);
+        let del_conf = if prev {
+            with_prev(&conf, &result)
+        } else {
+            conf.clone()
+        };
+        let (code, msg) = error_of(&env.run("DEL", &ctr, "dummy-0", &del_conf));
+        assert_eq!((code, msg.as_str()), (11, "store busy"));
+        // Link first, then IP: the address is still reserved while the link is gone.
+        assert_eq!(links(&ctr).len(), 1);
+        assert_eq!(env.ip_files().len(), 2);
+        env.del(&ctr, "dummy-0", &del_conf);
+        env.assert_clean();
+    }
+}

@@ -1,0 +1,187 @@
+//! GC and STATUS as a node runs them: GC keyed by `cni.dev/valid-attachments` touches only
+//! this network's masquerade rules (never another network's, never portmap's chains, and
+//! nothing at all without the key); STATUS is cheap enough to run every 5 s.
+
+#[path = "bridge_support.rs"]
+mod support;
+
+use cni_tests::NamedNetns;
+use libcni::testutil::privileged;
+use serde_json::{Value, json};
+use support::*;
+
+const OTHER: &str = "othernet";
+
+fn masq(env: &Env, backend: &str) -> Value {
+    env.conf(
+        "1.1.0",
+        &["10.1.9.0/24"],
+        json!({"ipMasq": true, "ipMasqBackend": backend}),
+    )
+}
+
+fn other(env: &Env, backend: &str) -> Value {
+    merge(
+        env.conf(
+            "1.1.0",
+            &["10.1.10.0/24"],
+            json!({"ipMasq": true, "ipMasqBackend": backend}),
+        ),
+        json!({"name": OTHER, "bridge": "bridge1"}),
+    )
+}
+
+fn gc_conf(env: &Env, valid: Option<Vec<Value>>) -> Value {
+    let extra = match valid {
+        Some(list) => json!({ "cni.dev/valid-attachments": list }),
+        None => json!({}),
+    };
+    env.conf("1.1.0", &["10.1.9.0/24"], extra)
+}
+
+/// Rules (both backends) whose comment names `network` and container `id`.
+fn has_rules(env: &Env, network: &str, id: &str) -> (bool, bool) {
+    let chain = hostnet::firewall::names::iptables_chain(network, id);
+    let ipt = env.cni_nat_rules().iter().any(|l| l.contains(&chain));
+    let nft = env
+        .nft_ruleset()
+        .contains(&format!("net: {network}, if: {IFNAME}, id: {id}\""));
+    (ipt, nft)
+}
+
+#[test]
+fn gc_without_key_removes_nothing_and_empty_list_only_this_network() {
+    if !privileged("gc_without_key_removes_nothing_and_empty_list_only_this_network") {
+        return;
+    }
+    let env = Env::new("gcnet");
+    let ctrs: Vec<NamedNetns> = (0..4).map(|_| NamedNetns::new("ctr")).collect();
+    let attachments = [
+        ("c0", masq(&env, "iptables")),
+        ("c1", masq(&env, "nftables")),
+        ("o0", other(&env, "iptables")),
+        ("o1", other(&env, "nftables")),
+    ];
+    let results: Vec<Value> = attachments
+        .iter()
+        .zip(&ctrs)
+        .map(|((id, conf), ctr)| env.add(ctr, id, conf))
+        .collect();
+    // A portmap chain of this network, same comment format, for a container that is gone.
+    let pm_comment = format!("name: \"{NETWORK}\" id: \"gone\"");
+    env.host.exec_in(&[
+        "iptables",
+        "-w",
+        "-t",
+        "nat",
+        "-N",
+        "CNI-DN-0123456789abcdef01234",
+    ]);
+    env.host.exec_in(&[
+        "iptables",
+        "-w",
+        "-t",
+        "nat",
+        "-A",
+        "CNI-DN-0123456789abcdef01234",
+        "-m",
+        "comment",
+        "--comment",
+        &pm_comment,
+        "-j",
+        "RETURN",
+    ]);
+    let ips_before = env.ip_files().len();
+
+    let gc = |valid| {
+        let out = env
+            .plugin("GC", "", "", &gc_conf(&env, valid))
+            .run_in(&env.host);
+        if our_host_local_works() {
+            out.assert_success();
+        }
+    };
+    gc(None);
+    assert_eq!(
+        has_rules(&env, NETWORK, "c0"),
+        (true, false),
+        "no key: c0 kept"
+    );
+    assert_eq!(
+        has_rules(&env, NETWORK, "c1"),
+        (false, true),
+        "no key: c1 kept"
+    );
+    if our_host_local_works() {
+        assert_eq!(env.ip_files().len(), ips_before, "no key: no IP released");
+    }
+
+    gc(Some(vec![]));
+    assert_eq!(
+        has_rules(&env, NETWORK, "c0"),
+        (false, false),
+        "empty list: c0 gone"
+    );
+    assert_eq!(
+        has_rules(&env, NETWORK, "c1"),
+        (false, false),
+        "empty list: c1 gone"
+    );
+    assert_eq!(
+        has_rules(&env, OTHER, "o0"),
+        (true, false),
+        "other network kept"
+    );
+    assert_eq!(
+        has_rules(&env, OTHER, "o1"),
+        (false, true),
+        "other network kept"
+    );
+    assert!(
+        env.cni_nat_rules()
+            .iter()
+            .any(|l| l.contains("CNI-DN-0123456789abcdef01234")),
+        "portmap's chain kept"
+    );
+
+    env.host.exec_in(&[
+        "iptables",
+        "-w",
+        "-t",
+        "nat",
+        "-F",
+        "CNI-DN-0123456789abcdef01234",
+    ]);
+    env.host.exec_in(&[
+        "iptables",
+        "-w",
+        "-t",
+        "nat",
+        "-X",
+        "CNI-DN-0123456789abcdef01234",
+    ]);
+    for (((id, conf), ctr), result) in attachments.iter().zip(&ctrs).zip(&results) {
+        env.del(ctr, id, &with_prev(conf, result));
+    }
+    env.host.exec_in(&["ip", "link", "del", "bridge1"]);
+    env.assert_clean();
+}
+
+/// containerd polls STATUS every 5 s: it must answer quickly.
+#[test]
+fn status_is_cheap() {
+    if !privileged("status_is_cheap") {
+        return;
+    }
+    let env = Env::new("status");
+    let ctr = NamedNetns::new("ctr");
+    let conf = masq(&env, "iptables");
+    const RUNS: u32 = 20;
+    let start = std::time::Instant::now();
+    for _ in 0..RUNS {
+        env.run("STATUS", &ctr, "", &conf);
+    }
+    let each = start.elapsed() / RUNS;
+    eprintln!("STATUS: {each:?} per call (with the IPAM's)");
+    assert!(each < std::time::Duration::from_millis(200), "{each:?}");
+}
