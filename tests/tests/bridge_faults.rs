@@ -287,3 +287,93 @@ exec {hl}"#,
         env.assert_clean();
     }
 }
+
+/// A node without iptables (nft only; plugins#1280): the automatic backend falls back to
+/// nftables for both families, and DEL (which tries both backends) still succeeds and
+/// leaves nothing. Then a node where only IPv6 NAT fails: ADD of a dual-stack result fails
+/// and undoes its IPv4 rules.
+#[test]
+fn one_backend_unavailable() {
+    if !privileged("one_backend_unavailable") {
+        return;
+    }
+    let tools = TempDir::new("tools");
+    std::os::unix::fs::symlink("/usr/sbin/nft", tools.join("nft")).unwrap();
+    let env = Env::new("nftonly");
+    let conf = env.conf(
+        "1.0.0",
+        &["10.1.2.0/24", "fd00::/64"],
+        json!({"ipMasq": true}),
+    );
+    let ctr = NamedNetns::new("ctr");
+    let path = tools.path().to_str().unwrap().to_string();
+    let run = |cmd: &str, conf: &Value| {
+        env.plugin(cmd, ctr.path().to_str().unwrap(), "dummy-0", conf)
+            .env("PATH", &path)
+            .run_in(&env.host)
+    };
+    let result = run("ADD", &conf).assert_success().json();
+    let nft = env.nft_ruleset();
+    assert_eq!(nft.matches("masquerade comment").count(), 2, "{nft}");
+    run("CHECK", &with_prev(&conf, &result)).assert_success();
+    run("DEL", &with_prev(&conf, &result)).assert_success();
+    env.assert_clean();
+
+    // ip6tables present but its nat table unusable.
+    for tool in ["iptables", "iptables-save", "iptables-restore"] {
+        std::os::unix::fs::symlink(format!("/usr/sbin/{tool}"), tools.join(tool)).unwrap();
+    }
+    for tool in ["ip6tables", "ip6tables-save", "ip6tables-restore"] {
+        write_script(
+            &tools.join(tool),
+            "echo \"$0 v1.8.9: can't initialize ip6tables table 'nat': Table does not exist\" >&2; exit 3",
+        );
+    }
+    let out = run("ADD", &conf);
+    let (_, msg) = error_of(&out);
+    assert!(msg.contains("masquerad"), "{msg}");
+    env.assert_clean();
+    run("DEL", &conf).assert_success();
+}
+
+/// CNI allows interface names like `e@0` (no `/`, `:` or whitespace). The Go bridge sets
+/// up its spoof check for them (it talks JSON to nft); our DEL must remove those rules and
+/// succeed, or the pod is stuck in a DEL loop. Our own ADD may refuse such a name, but the
+/// runtime's DEL after it must succeed as well.
+#[test]
+fn spoofcheck_del_with_unusual_ifname() {
+    if !privileged("spoofcheck_del_with_unusual_ifname") {
+        return;
+    }
+    const ODD: &str = "e@0";
+    let env = Env::with_bridge("oddif", cni_tests::go_plugin_path("bridge"));
+    let conf = env.conf("1.0.0", &["10.1.2.0/24"], json!({"macspoofchk": true}));
+    let ctr = NamedNetns::new("ctr");
+    let ctr_path = ctr.path().to_str().unwrap().to_string();
+    let go = env
+        .plugin("ADD", &ctr_path, "dummy-0", &conf)
+        .ifname(ODD)
+        .run_in(&env.host);
+    let result = go.assert_success().json();
+    assert!(env.nft_ruleset().contains("macspoofchk-dummy-0-e@0"));
+    let ours = |cmd: &str, conf: &Value| {
+        PluginRun::new(cni_tests::bin_path("bridge"))
+            .command(cmd)
+            .container_id("dummy-0")
+            .netns(&ctr_path)
+            .ifname(ODD)
+            .cni_path([env.cni.path()])
+            .stdin(conf.to_string())
+            .run_in(&env.host)
+    };
+    ours("DEL", &with_prev(&conf, &result)).assert_success();
+    env.assert_clean();
+    assert!(!env.nft_ruleset().contains("cni-br-iface-dummy-0"));
+
+    let add = ours("ADD", &conf);
+    ours("DEL", &conf).assert_success();
+    if add.success() {
+        assert!(!env.nft_ruleset().contains("macspoofchk"));
+    }
+    env.assert_clean();
+}

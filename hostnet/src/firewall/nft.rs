@@ -14,16 +14,32 @@ pub(crate) struct Rule {
     pub expr: Value,
 }
 
+/// A chain as `nft -j list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Chain {
+    pub name: String,
+    pub handle: u64,
+}
+
 /// What a `nft -j list table|chain` returned.
 #[derive(Debug, Default)]
 pub(crate) struct Listing {
-    pub chains: Vec<String>,
+    pub chains: Vec<Chain>,
     pub rules: Vec<Rule>,
 }
 
 impl Listing {
     pub fn has_chain(&self, name: &str) -> bool {
-        self.chains.iter().any(|c| c == name)
+        self.chain_handle(name).is_some()
+    }
+
+    /// The handle of chain `name`: scripts can name a chain by handle, which works for
+    /// names the nft language cannot spell (the Go plugins write JSON, where any name goes).
+    pub fn chain_handle(&self, name: &str) -> Option<u64> {
+        self.chains
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.handle)
     }
 
     pub fn rules_in<'a>(&'a self, chain: &'a str) -> impl Iterator<Item = &'a Rule> + 'a {
@@ -58,7 +74,13 @@ fn parse(out: &str) -> std::result::Result<Listing, String> {
     for item in items {
         if let Some(chain) = item.get("chain") {
             if let Some(name) = chain.get("name").and_then(Value::as_str) {
-                listing.chains.push(name.to_string());
+                listing.chains.push(Chain {
+                    name: name.to_string(),
+                    handle: chain
+                        .get("handle")
+                        .and_then(Value::as_u64)
+                        .ok_or("chain without handle")?,
+                });
             }
         } else if let Some(rule) = item.get("rule") {
             let field = |k: &str| rule.get(k).and_then(Value::as_str).map(str::to_string);
@@ -138,7 +160,13 @@ mod tests {
             {"rule": {"family": "inet", "table": "t", "chain": "c", "handle": 6,
               "comment": "x", "expr": [{"masquerade": null}]}}]}"#;
         let l = parse(out).unwrap();
-        assert_eq!(l.chains, vec!["c"]);
+        assert_eq!(
+            l.chains,
+            vec![Chain {
+                name: "c".into(),
+                handle: 1
+            }]
+        );
         assert_eq!(l.rules[0].handle, 6);
         assert_eq!(l.rules[0].comment.as_deref(), Some("x"));
         assert_eq!(l.rules_in("c").count(), 1);

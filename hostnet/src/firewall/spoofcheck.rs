@@ -75,7 +75,8 @@ pub fn setup(container_id: &str, ifname: &str, host_veth: &str, mac: &str) -> Re
 /// Remove the attachment's PREROUTING jump and both of its chains; whatever
 /// is already gone is skipped.
 pub fn teardown(container_id: &str, ifname: &str) -> Result<()> {
-    let reference = checked_ref(container_id, ifname)?;
+    // No name goes into the script (see `removal`): any container id and ifname will do.
+    let reference = spoofcheck_ref(container_id, ifname);
     nft::read_plan_apply(&LIST, |listing| removal(listing, &reference))
 }
 
@@ -172,22 +173,20 @@ fn jumps_with_comment<'a>(
         .map(|r| r.handle)
 }
 
-/// Script removing one attachment: jump first, then empty and delete the chains
-/// (nft refuses to delete a chain that has rules or is jumped to).
+/// Script removing one attachment: its PREROUTING jump, then its chains (the interface
+/// chain first, as it jumps to the MAC chain; deleting a chain takes its rules along).
+/// Everything is named by handle, so a reference nft's language cannot spell (the Go
+/// plugin writes JSON, where any interface name goes) is removed all the same.
 fn removal(listing: &Listing, reference: &str) -> String {
     let (iface, mac_chain, comment) = names(reference);
     let mut s: String = jumps_with_comment(listing, &comment)
         .map(|h| format!("delete rule bridge nat {BASE_CHAIN} handle {h}\n"))
         .collect();
-    let present: Vec<&String> = [&iface, &mac_chain]
+    for handle in [&iface, &mac_chain]
         .into_iter()
-        .filter(|c| listing.has_chain(c))
-        .collect();
-    for chain in &present {
-        s.push_str(&format!("flush chain bridge nat {chain}\n"));
-    }
-    for chain in &present {
-        s.push_str(&format!("delete chain bridge nat {chain}\n"));
+        .filter_map(|c| listing.chain_handle(c))
+    {
+        s.push_str(&format!("delete chain bridge nat handle {handle}\n"));
     }
     s
 }
@@ -201,7 +200,7 @@ fn references(listing: &Listing) -> BTreeSet<String> {
         .filter_map(|r| r.comment.as_deref()?.strip_prefix(COMMENT_PREFIX))
         .map(str::to_string)
         .collect();
-    for chain in &listing.chains {
+    for chain in listing.chains.iter().map(|c| &c.name) {
         let Some(rest) = chain.strip_prefix(IFACE_PREFIX) else {
             continue;
         };
@@ -255,12 +254,19 @@ mod tests {
     #[test]
     fn references_from_names_and_comments() {
         let listing = Listing {
-            chains: vec![
-                "PREROUTING".into(),
-                "cni-br-iface-a-eth0".into(),
-                "cni-br-iface-a-eth0-mac".into(),
-                "cni-br-iface-b-eth0-mac".into(),
-            ],
+            chains: [
+                "PREROUTING",
+                "cni-br-iface-a-eth0",
+                "cni-br-iface-a-eth0-mac",
+                "cni-br-iface-b-eth0-mac",
+            ]
+            .into_iter()
+            .zip(1..)
+            .map(|(name, handle)| nft::Chain {
+                name: name.into(),
+                handle,
+            })
+            .collect(),
             rules: vec![nft::Rule {
                 chain: "PREROUTING".into(),
                 handle: 3,
