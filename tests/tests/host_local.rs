@@ -284,6 +284,11 @@ fn bad_configs_are_code_7_and_touch_nothing() {
             "invalid range set 0: RangeStart 10.1.3.1 not in network 10.1.2.0/24",
         ),
         (
+            // the reference takes it, hands out .255 and then 10.1.3.0, 10.1.3.1, ...
+            json!({"ranges": [[{"subnet": "10.1.2.0/24", "rangeStart": "10.1.2.255"}]]}),
+            "invalid range set 0: RangeStart 10.1.2.255 not in network 10.1.2.0/24",
+        ),
+        (
             json!({"ranges": [[{"subnet": "10.1.2.0/24", "rangeEnd": "10.1.3.1"}]]}),
             "invalid range set 0: RangeEnd 10.1.3.1 not in network 10.1.2.0/24",
         ),

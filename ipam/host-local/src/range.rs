@@ -118,6 +118,12 @@ impl RawRange {
                 return Err(RangeError::EndOutside(e, shown));
             }
             Some(e) => e,
+            // An explicit IPv4 start at the broadcast address lies past the default end.
+            // The reference accepts it and its walk then leaves the subnet; we refuse it
+            // as the start-after-end it is.
+            None if ip::to_u128(start) > ip::to_u128(last_ip(subnet)) => {
+                return Err(RangeError::StartOutside(start, shown));
+            }
             None => last_ip(subnet),
         };
         Ok(Range {

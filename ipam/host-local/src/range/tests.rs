@@ -104,6 +104,12 @@ fn start_and_end_must_be_in_the_network() {
     let mut r = raw("192.0.2.0/24");
     r.range_start = Some("2001:db8::1".into());
     assert_eq!(err(r), "RangeStart 2001:db8::1 not in network 192.0.2.0/24");
+    // A start past the default end (the IPv4 broadcast) is a start after the end too.
+    // The reference accepts it, hands out the broadcast address and then walks on out
+    // of the subnet (10.1.3.0, 10.1.3.1, ... with gateway 10.1.2.1).
+    let mut r = raw("10.1.2.0/24");
+    r.range_start = Some("10.1.2.255".into());
+    assert_eq!(err(r), "RangeStart 10.1.2.255 not in network 10.1.2.0/24");
     let mut r = raw("192.0.2.0/24");
     r.gateway = Some("bogus".into());
     assert_eq!(err(r), "invalid IP address: bogus");
