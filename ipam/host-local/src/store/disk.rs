@@ -247,11 +247,16 @@ impl DiskStore {
     }
 
     fn forget(&mut self, ips: &HashSet<IpAddr>) {
+        let before = self.entries.len();
         self.entries.retain(|e| !ips.contains(&e.ip));
         if let Some(t) = self.taken.as_mut() {
             t.retain(|ip| !ips.contains(ip));
         }
-        self.changed = true;
+        // Nothing forgotten, nothing to write (a removal the index did not know of has
+        // changed the directory, so the next caller rescans anyway).
+        if self.entries.len() != before {
+            self.changed = true;
+        }
     }
 }
 

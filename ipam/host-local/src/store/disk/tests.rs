@@ -241,3 +241,28 @@ fn symlinked_store_or_lock_is_refused() {
     assert!(DiskStore::open(&t.0, "absent", false).unwrap().is_none());
     assert!(!t.0.join("absent").exists());
 }
+
+#[test]
+fn nothing_released_writes_nothing() {
+    // DEL of an unknown attachment (runtimes repeat DELs) and a refused ADD's empty
+    // rollback must not rewrite the whole index (megabytes on a busy node) or touch
+    // the directory.
+    let t = Tmp::new("noop");
+    let mut s = open(&t);
+    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
+    drop(s);
+    let dir = t.0.join("net");
+    let stamp = |p: &Path| {
+        let m = fs::metadata(p).unwrap();
+        (
+            m.modified().unwrap(),
+            std::os::unix::fs::MetadataExt::ino(&m),
+        )
+    };
+    let before = (stamp(&dir), stamp(&dir.join(index::FILE_NAME)));
+    let mut s = open(&t);
+    assert!(s.release(&att("nobody", "eth0")).unwrap().is_empty());
+    s.release_ips(&[]).unwrap();
+    drop(s);
+    assert_eq!(before, (stamp(&dir), stamp(&dir.join(index::FILE_NAME))));
+}
