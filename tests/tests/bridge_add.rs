@@ -1,7 +1,7 @@
 //! The bridge plugin's ADD/CHECK/DEL scenarios of the reference suite
 //! (`bridge_test.go`), for every spec version, against the real kernel.
 
-#[path = "bridge_support.rs"]
+#[path = "bridge_support/mod.rs"]
 mod support;
 
 use cni_tests::NamedNetns;

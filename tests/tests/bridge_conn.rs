@@ -1,7 +1,7 @@
 //! Traffic through the bridge, masquerading to an "outside" with no route back, and
 //! 50 concurrent ADDs racing to create the bridge.
 
-#[path = "bridge_support.rs"]
+#[path = "bridge_support/mod.rs"]
 mod support;
 
 use cni_tests::NamedNetns;

@@ -2,7 +2,7 @@
 //! cniVersion up to 1.0.0): same input, same result shape, same rules, same errors; and
 //! attachments made by one are deleted cleanly by the other.
 
-#[path = "bridge_support.rs"]
+#[path = "bridge_support/mod.rs"]
 mod support;
 
 use cni_tests::{NamedNetns, PluginOutput, bin_path, go_plugin_path};

@@ -1,7 +1,7 @@
 //! Faults: IPAM failures, a netns vanishing mid-ADD, and every way DEL finds the
 //! container side already gone. Afterwards no veth, IP reservation or rule remains.
 
-#[path = "bridge_support.rs"]
+#[path = "bridge_support/mod.rs"]
 mod support;
 
 use cni_tests::{NamedNetns, PluginRun, TempDir};

@@ -2,7 +2,7 @@
 //! this network's masquerade rules (never another network's, never portmap's chains, and
 //! nothing at all without the key); STATUS is cheap enough to run every 5 s.
 
-#[path = "bridge_support.rs"]
+#[path = "bridge_support/mod.rs"]
 mod support;
 
 use cni_tests::NamedNetns;

@@ -165,8 +165,20 @@ pub fn ensure_vlan_interface(nl: &Netlink, br: &Link, conf: &BridgeConf) -> Resu
     let own = libcni::netns::Netns::current().context("failed to find host namespace")?;
     let port_name = random_veth_name()?;
     use std::os::fd::AsFd;
-    nl.create_veth(&port_name, &name, Some(br.mtu), None, own.as_fd())
-        .context(format!("failed to create vlan gateway {name:?}"))?;
+    match nl.create_veth(&port_name, &name, Some(br.mtu), None, own.as_fd()) {
+        Ok(()) => {}
+        // A concurrent ADD created it first: use theirs (they configure its port).
+        Err(e) if e.is_exists() => {
+            if let Some(link) = nl
+                .link_by_name(&name)
+                .context(format!("failed to find interface {name:?}"))?
+            {
+                return Ok(link);
+            }
+            return Err(fail(format!("failed to create vlan gateway {name:?}"), e));
+        }
+        Err(e) => return Err(fail(format!("failed to create vlan gateway {name:?}"), e)),
+    }
     let lookup = |n: &str| -> Result<Link, Error> {
         nl.link_by_name(n)
             .context(format!("failed to lookup {n:?}"))?
