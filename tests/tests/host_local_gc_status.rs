@@ -119,3 +119,53 @@ fn status_fails_when_the_store_cannot_be_written() {
     let e = status(&net.simple("1.1.0", "10.1.2.1/24")).assert_failure();
     assert_eq!(e["code"], 7);
 }
+
+/// A store on a read-only filesystem (a read-only bind mount in a private mount
+/// namespace of a child process; the machine's mounts are never touched): STATUS is 50,
+/// CHECK still reads, ADD fails and nothing is written.
+#[test]
+fn status_is_50_on_a_read_only_store() {
+    if !libcni::testutil::privileged("status_is_50_on_a_read_only_store") {
+        return;
+    }
+    let net = Net::new("hl-status-rofs");
+    let conf = net.simple("1.1.0", "10.1.2.0/24");
+    add_ok(&ours(), "a", &conf);
+    let before = net.leases();
+    let data = net.data_dir();
+    let script = format!(
+        "mount --bind -o ro {d} {d} && for c in STATUS CHECK ADD; do \
+           printf '%s' \"$CONF\" | CNI_COMMAND=$c CNI_CONTAINERID=$ID CNI_NETNS={ns} \
+           CNI_IFNAME=eth0 CNI_PATH=/nonexistent {bin} | tr -d '\\n'; echo \" rc=$?\"; done",
+        d = data.display(),
+        ns = FAKE_NETNS,
+        bin = ours().display()
+    );
+    let run = |id: &str| {
+        let out = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script])
+            .env("CONF", &conf)
+            .env("ID", id)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let lines: Vec<String> = run("a").lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let status_json = lines[0].rsplit_once(" rc=").unwrap().0;
+    let status_err: serde_json::Value = serde_json::from_str(status_json).unwrap();
+    assert_eq!(status_err["code"], 50, "{lines:?}");
+    assert!(lines[1].ends_with(" rc=0"), "CHECK reads: {lines:?}");
+    let lines: Vec<String> = run("b").lines().map(str::to_string).collect();
+    let add_json = lines[2].rsplit_once(" rc=").unwrap().0;
+    let add_err: serde_json::Value = serde_json::from_str(add_json).unwrap();
+    assert!(
+        add_err["msg"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{lines:?}"
+    );
+    assert_eq!(net.leases(), before);
+}
