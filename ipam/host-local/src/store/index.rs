@@ -3,9 +3,10 @@
 //!
 //! It maps each address to a hash of its holder. It is trusted only while the store
 //! directory is exactly as it was when the index was written: the header records the
-//! directory's device, inode and mtime (any create/remove/rename by anyone, the Go plugin
-//! included, sets the mtime to the current time); on any difference the directory is
-//! scanned and the index rebuilt. Lookups are verified against the lease files themselves.
+//! directory's device, inode, mtime and ctime (any create/remove/rename by anyone, the Go
+//! plugin included, sets the mtime to the current time; putting an old mtime back, as a
+//! backup restore does, sets the ctime, which nobody can set back); on any difference the
+//! directory is scanned and the index rebuilt. Lookups are verified against the lease files themselves.
 //! See `DiskStore::write_index` for how the recorded mtime is made unrepeatable.
 //!
 //! The content starts with a text line holding spaces, so the Go plugin (which compares
@@ -17,18 +18,19 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::unix::fs::MetadataExt;
 
 pub const FILE_NAME: &str = "index.host-local";
-const MAGIC: &[u8] = b"# host-local allocation index v1, not a lease #\n";
-const STAMP_LEN: usize = 32;
+const MAGIC: &[u8] = b"# host-local allocation index v2, not a lease #\n";
+const STAMP_LEN: usize = 48;
 /// stamp, entry count, body hash, header hash.
 const HEADER_LEN: usize = STAMP_LEN + 24;
 const RECORD_LEN: usize = 32;
 
-/// The identity and modification time of the store directory.
+/// The identity and change times of the store directory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stamp {
     pub dev: u64,
     pub ino: u64,
     pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
 }
 
 impl Stamp {
@@ -37,12 +39,20 @@ impl Stamp {
             dev: meta.dev(),
             ino: meta.ino(),
             mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
         }
     }
 
     fn bytes(&self) -> [u8; STAMP_LEN] {
         let mut b = [0u8; STAMP_LEN];
-        let words = [self.dev, self.ino, self.mtime.0 as u64, self.mtime.1 as u64];
+        let words = [
+            self.dev,
+            self.ino,
+            self.mtime.0 as u64,
+            self.mtime.1 as u64,
+            self.ctime.0 as u64,
+            self.ctime.1 as u64,
+        ];
         for (chunk, w) in b.chunks_exact_mut(8).zip(words) {
             chunk.copy_from_slice(&w.to_le_bytes());
         }
@@ -55,6 +65,7 @@ impl Stamp {
             dev: w(0),
             ino: w(1),
             mtime: (w(2) as i64, w(3) as i64),
+            ctime: (w(4) as i64, w(5) as i64),
         }
     }
 }
@@ -234,6 +245,7 @@ mod tests {
             dev: 1,
             ino: 2,
             mtime: (3, 4),
+            ctime: (5, 6),
         };
         let mut file = encode(&Stamp::default(), &entries());
         let (count, body) = counts(&file).unwrap();

@@ -273,3 +273,22 @@ fn nothing_released_writes_nothing() {
     drop(s);
     assert_eq!(before, (stamp(&dir), stamp(&dir.join(index::FILE_NAME))));
 }
+
+#[test]
+fn a_restored_mtime_does_not_revive_a_stale_index() {
+    // A backup restore (tar, rsync -a, cp -a) or a `touch -d` puts the directory's old
+    // mtime back after its content changed: the index must still not be trusted.
+    let t = Tmp::new("restore");
+    let mut s = open(&t);
+    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
+    drop(s);
+    let dir = t.0.join("net");
+    let old = fs::metadata(&dir).unwrap().modified().unwrap();
+    fs::write(dir.join("10.0.0.7"), "b\r\neth0").unwrap();
+    File::open(&dir)
+        .unwrap()
+        .set_times(FileTimes::new().set_modified(old))
+        .unwrap();
+    let mut s = open(&t);
+    assert_eq!(s.release(&att("b", "eth0")).unwrap(), [ipa("10.0.0.7")]);
+}
