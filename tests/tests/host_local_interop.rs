@@ -92,24 +92,3 @@ fn concurrent_adds_from_both_never_collide() {
     }
     assert!(net.leases().is_empty(), "{:?}", net.names());
 }
-
-#[test]
-fn file_modes_match_go() {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = |p: std::path::PathBuf| std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
-    let mut seen = vec![];
-    for bin in [go(), ours()] {
-        let net = Net::new("hl-modes");
-        let conf = net.simple("1.0.0", "10.1.2.0/24");
-        assert_eq!(add_ok(&bin, "c1", &conf), "10.1.2.2");
-        seen.push((
-            mode(net.store().join("10.1.2.2")),
-            mode(net.store().join("last_reserved_ip.0")),
-        ));
-    }
-    // monitoring tools that read leases as non-root keep working after a switch
-    assert_eq!(
-        seen[0], seen[1],
-        "Go (lease, last_reserved_ip) modes vs ours"
-    );
-}

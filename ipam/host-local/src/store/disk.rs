@@ -1,5 +1,5 @@
 //! The reference's on-disk store, byte for byte: `<dataDir>/<network>/<ip>` holding
-//! `<id>\r\n<ifname>` (0644), `last_reserved_ip.<set>`, and `flock` on `lock`, so the Go
+//! `<id>\r\n<ifname>` (0600), `last_reserved_ip.<set>`, and `flock` on `lock`, so the Go
 //! plugin can share the directory. Plus our [`index`](super::index), which keeps ADD and
 //! DEL from reading every lease file.
 //!
@@ -20,8 +20,6 @@ pub const LOCK_FILE: &str = "lock";
 pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
 /// Lease files are tiny; anything bigger is not one.
 const MAX_LEASE_LEN: u64 = 4096;
-/// The reference creates leases and `last_reserved_ip.*` 0644 (before the umask).
-const LEASE_MODE: u32 = 0o644;
 
 /// The store of one network, locked for as long as it lives.
 pub struct DiskStore {
@@ -290,14 +288,14 @@ fn read_nofollow(path: &Path, max: u64) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Replaces a small file's content in place (creating it 0644), never through a symlink.
+/// Replaces a small file's content in place (creating it 0600), never through a symlink.
 fn write_small(path: &Path, content: &[u8]) -> std::io::Result<()> {
     let file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .mode(LEASE_MODE)
+        .mode(0o600)
         .open(path)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));
@@ -312,7 +310,7 @@ impl Store for DiskStore {
         let file = match OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(LEASE_MODE)
+            .mode(0o600)
             .open(&path)
         {
             Ok(f) => f,
