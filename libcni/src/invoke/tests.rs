@@ -1,5 +1,5 @@
 use super::*;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 
 /// A directory of small shell-script plugins, removed on drop.
 struct PluginDir(PathBuf);
@@ -164,5 +164,34 @@ fn delegate_overrides_only_the_command() {
             .unwrap_err()
             .msg
             .starts_with("failed to find plugin \"nope\"")
+    );
+}
+
+#[test]
+fn retries_while_the_binary_is_being_written() {
+    use std::io::Write as _;
+    let d = PluginDir::new("busy");
+    let path = d.0.join("p");
+    // A plugin file still open for writing cannot be executed (ETXTBSY), as while an
+    // installer replaces it in place.
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o755)
+        .open(&path)
+        .unwrap();
+    writer
+        .write_all(b"#!/bin/sh\necho '{\"cniVersion\":\"1.0.0\"}'\n")
+        .unwrap();
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(writer);
+    });
+    let out = exec_plugin(&path, b"{}", &[]).unwrap();
+    closer.join().unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap().trim(),
+        r#"{"cniVersion":"1.0.0"}"#
     );
 }
