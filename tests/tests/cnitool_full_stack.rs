@@ -1,0 +1,169 @@
+//! The whole suite at spec 1.1.0: our cnitool runs a conflist of our bridge + host-local
+//! in a throwaway "host" netns. GC with a valid list must remove what a forgotten
+//! attachment still holds (its IP lease and its masquerade chain) through the plugins'
+//! own GC, keep the valid attachments working, and STATUS must report ready.
+//! Needs root and built binaries (`cargo build --workspace`).
+
+use cni_tests::{NamedNetns, TempDir, bin_dir, bin_path};
+use libcni::testutil::privileged;
+use serde_json::Value;
+use std::process::{Command, Output};
+
+const NETWORK: &str = "fullstack";
+
+struct Stack {
+    host: NamedNetns,
+    dir: TempDir,
+}
+
+impl Stack {
+    fn new() -> Stack {
+        let dir = TempDir::new("fullstack");
+        for sub in ["net.d", "cache", "ipam"] {
+            std::fs::create_dir(dir.join(sub)).unwrap();
+        }
+        let conf = serde_json::json!({
+            "cniVersion": "1.1.0",
+            "name": NETWORK,
+            "plugins": [{
+                "type": "bridge", "bridge": "fullbr0", "isGateway": true, "ipMasq": true,
+                "ipam": {"type": "host-local", "subnet": "10.96.0.0/24",
+                         "dataDir": dir.join("ipam").display().to_string()}
+            }]
+        });
+        std::fs::write(dir.join("net.d/10-full.conflist"), conf.to_string()).unwrap();
+        Stack {
+            host: NamedNetns::new("full-host"),
+            dir,
+        }
+    }
+
+    fn cnitool(&self, args: &[&str]) -> Output {
+        let out = Command::new("ip")
+            .args(["netns", "exec", self.host.name()])
+            .arg(bin_path("cnitool"))
+            .args(args)
+            .env("NETCONFPATH", self.dir.join("net.d"))
+            .env("CNI_PATH", bin_dir())
+            .env("CNI_CACHE_DIR", self.dir.join("cache"))
+            .env_remove("CNI_IFNAME")
+            .env_remove("CNI_ARGS")
+            .env_remove("CAP_ARGS")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cnitool {args:?}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// ADDs a container; returns its IP.
+    fn add(&self, ctr: &NamedNetns) -> String {
+        let out = self.cnitool(&["add", NETWORK, &ctr.path().display().to_string()]);
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(result["cniVersion"], "1.1.0");
+        let cidr = result["ips"][0]["address"].as_str().unwrap();
+        cidr.split('/').next().unwrap().to_string()
+    }
+
+    fn leases(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.dir.join("ipam").join(NETWORK))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.parse::<std::net::IpAddr>().is_ok())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn masquerade_sources(&self) -> Vec<String> {
+        let rules = self.host.exec_in(&["iptables-save", "-t", "nat"]);
+        let mut sources: Vec<String> = rules
+            .lines()
+            .filter(|l| l.starts_with("-A POSTROUTING -s "))
+            .filter_map(|l| l.split_whitespace().nth(3))
+            .map(|s| s.trim_end_matches("/32").to_string())
+            .collect();
+        sources.sort();
+        sources
+    }
+
+    fn cache_entries(&self) -> usize {
+        std::fs::read_dir(self.dir.join("cache/results"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}
+
+fn attachment(ctr: &NamedNetns) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf %s '{}' | sha512sum", ctr.path().display()))
+        .output()
+        .unwrap();
+    format!(
+        "cnitool-{}:eth0",
+        &String::from_utf8(out.stdout).unwrap()[..20]
+    )
+}
+
+#[test]
+fn gc_removes_what_a_forgotten_attachment_holds() {
+    if !privileged("gc_removes_what_a_forgotten_attachment_holds") {
+        return;
+    }
+    let stack = Stack::new();
+    let (a, b, forgotten) = (
+        NamedNetns::new("full-a"),
+        NamedNetns::new("full-b"),
+        NamedNetns::new("full-c"),
+    );
+    let ip_a = stack.add(&a);
+    let ip_b = stack.add(&b);
+    let ip_c = stack.add(&forgotten);
+    stack.cnitool(&["status", NETWORK]);
+
+    // The runtime loses track of the third container: its cache entry and its netns go,
+    // its lease and masquerade rules stay behind.
+    for entry in std::fs::read_dir(stack.dir.join("cache/results")).unwrap() {
+        let entry = entry.unwrap();
+        let cached: Value = serde_json::from_slice(&std::fs::read(entry.path()).unwrap()).unwrap();
+        if cached["netns"] == forgotten.path().display().to_string() {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    drop(forgotten);
+    assert_eq!(stack.cache_entries(), 2);
+    let mut all = vec![ip_a.clone(), ip_b.clone(), ip_c.clone()];
+    all.sort();
+    assert_eq!(stack.leases(), all);
+    assert_eq!(stack.masquerade_sources(), all);
+
+    let (valid_a, valid_b) = (attachment(&a), attachment(&b));
+    stack.cnitool(&["gc", NETWORK, "--valid", &valid_a, "--valid", &valid_b]);
+
+    let mut kept = vec![ip_a.clone(), ip_b.clone()];
+    kept.sort();
+    assert_eq!(
+        stack.leases(),
+        kept,
+        "host-local GC releases the forgotten lease"
+    );
+    assert_eq!(
+        stack.masquerade_sources(),
+        kept,
+        "bridge GC removes the forgotten masquerade rules"
+    );
+    assert_eq!(stack.cache_entries(), 2);
+    a.exec_in(&["ping", "-c1", "-W2", &ip_b]);
+
+    for ctr in [&a, &b] {
+        stack.cnitool(&["del", NETWORK, &ctr.path().display().to_string()]);
+    }
+    assert!(stack.leases().is_empty());
+    assert!(stack.masquerade_sources().is_empty());
+    assert_eq!(stack.cache_entries(), 0);
+}
