@@ -17,13 +17,15 @@ fn gc_conf(net: &Net, valid: Option<serde_json::Value>) -> String {
     )
 }
 
-fn gc(net: &Net, valid: Option<serde_json::Value>) {
-    cni_tests::PluginRun::new(ours())
+/// Runs GC; returns its stderr.
+fn gc(net: &Net, valid: Option<serde_json::Value>) -> String {
+    let out = cni_tests::PluginRun::new(ours())
         .command("GC")
         .cni_path([cni_tests::bin_dir()])
         .stdin(gc_conf(net, valid))
-        .run()
-        .assert_success();
+        .run();
+    out.assert_success();
+    out.stderr_str()
 }
 
 #[test]
@@ -34,22 +36,25 @@ fn gc_releases_what_is_not_valid() {
         add_ok(&ours(), id, &conf);
     }
     call(&ours(), "ADD", "a", "eth1", &conf).assert_success();
-    // legacy ID-only leases of a valid and of a gone container, and a corrupt one
+    // legacy ID-only leases of a valid and of a gone container, a corrupt one and an
+    // empty one (its writer was killed between creating and writing it)
     std::fs::write(net.store().join("10.1.2.100"), "a").unwrap();
     std::fs::write(net.store().join("10.1.2.101"), "gone").unwrap();
-    std::fs::write(net.store().join("10.1.2.102"), "").unwrap();
+    std::fs::write(net.store().join("10.1.2.102"), "not a lease").unwrap();
+    std::fs::write(net.store().join("10.1.2.103"), "").unwrap();
     let before: Vec<String> = net.names();
 
     // no key: nothing released
     gc(&net, None);
     assert_eq!(net.names(), before);
 
-    gc(
+    let stderr = gc(
         &net,
         Some(
             json!([{"containerID": "a", "ifname": "eth0"}, {"containerID": "c", "ifname": "eth0"}]),
         ),
     );
+    assert!(stderr.contains("leaves lease 10.1.2.102 alone"), "{stderr}");
     let left: Vec<String> = net.leases().into_keys().collect();
     assert_eq!(left, ["10.1.2.100", "10.1.2.102", "10.1.2.2", "10.1.2.4"]);
     assert!(net.store().join("lock").exists());
@@ -63,6 +68,49 @@ fn gc_releases_what_is_not_valid() {
     assert_eq!(net.leases().into_keys().collect::<Vec<_>>(), ["10.1.2.102"]);
     gc(&net, Some(json!(null)));
     assert_eq!(net.leases().len(), 1);
+}
+
+/// A host-local (Go or ours) killed between creating a lease (O_EXCL) and writing it
+/// leaves an empty file: taken for ADD while it exists, released by GC with a valid list.
+#[test]
+fn gc_releases_an_empty_lease_left_by_a_crashed_writer() {
+    let net = Net::new("hl-gc-empty");
+    // .1 is the gateway: .2, .3 and .4 are the whole range
+    let conf = net.conf(
+        "1.1.0",
+        json!({"ranges": [[{"subnet": "10.1.2.0/24", "rangeEnd": "10.1.2.4"}]]}),
+        json!({}),
+    );
+    assert_eq!(add_ok(&ours(), "a", &conf), "10.1.2.2");
+    let empty = net.store().join("10.1.2.3");
+    std::fs::write(&empty, "").unwrap();
+    let never_handed_out = || {
+        let e = call_args(&ours(), "ADD", "x", "eth0", &conf, "IP=10.1.2.3").assert_failure();
+        assert!(e["msg"].as_str().unwrap().contains("10.1.2.3"), "{e}");
+        assert!(std::fs::read(&empty).unwrap().is_empty());
+    };
+    never_handed_out();
+    assert_eq!(add_ok(&ours(), "b", &conf), "10.1.2.4");
+    call(&ours(), "ADD", "c", "eth0", &conf).assert_failure();
+    never_handed_out();
+
+    // no key: nothing released, the address stays taken
+    gc(&net, None);
+    assert!(empty.exists());
+    call(&ours(), "ADD", "c", "eth0", &conf).assert_failure();
+
+    let valid =
+        json!([{"containerID": "a", "ifname": "eth0"}, {"containerID": "b", "ifname": "eth0"}]);
+    gc(&net, Some(valid));
+    assert!(!empty.exists());
+    let leases = net.leases();
+    assert_eq!(leases.keys().collect::<Vec<_>>(), ["10.1.2.2", "10.1.2.4"]);
+    assert_eq!(leases["10.1.2.2"], "a\r\neth0");
+    assert_eq!(leases["10.1.2.4"], "b\r\neth0");
+    call(&ours(), "CHECK", "a", "eth0", &conf).assert_success();
+    call(&ours(), "CHECK", "b", "eth0", &conf).assert_success();
+    // the address is usable again
+    assert_eq!(add_ok(&ours(), "c", &conf), "10.1.2.3");
 }
 
 #[test]

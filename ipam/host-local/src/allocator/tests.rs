@@ -281,3 +281,18 @@ fn requested_ips_go_to_their_sets() {
     assert_eq!(addrs, ["10.1.3.77/24", "10.2.2.9/24", "2001:db8:1::999/64"]);
     assert_eq!(got[0].gateway, Some(ipa("10.1.3.1")));
 }
+
+#[test]
+fn an_empty_lease_is_never_handed_out() {
+    let sets = [set(&["10.1.2.0/30"])];
+    let mut store = MemStore::default();
+    store.holding("10.1.2.2", Holder::Empty);
+    let err = allocate(&mut store, &sets, &att("a"), &[]).unwrap_err();
+    assert!(
+        err.to_string().contains("no IP addresses available"),
+        "{err}"
+    );
+    let err = allocate(&mut store, &sets, &att("a"), &[ipa("10.1.2.2")]).unwrap_err();
+    assert!(err.to_string().contains("10.1.2.2"), "{err}");
+    assert_eq!(store.files.get(&ipa("10.1.2.2")), Some(&Holder::Empty));
+}

@@ -83,7 +83,9 @@ impl Tag {
         match holder {
             Holder::Attachment(a) => Tag::attachment(a),
             Holder::Legacy(id) => Tag::Legacy(fnv(&[id.as_bytes()])),
-            Holder::Unknown => Tag::Unknown,
+            // No lookup ever asks for either (GC reads the files themselves), so the
+            // index need not tell them apart: its format stays as it was.
+            Holder::Empty | Holder::Unknown => Tag::Unknown,
         }
     }
 

@@ -38,12 +38,19 @@ pub enum Holder {
     Attachment(Attachment),
     /// A file from before ifnames were recorded: the container ID only.
     Legacy(String),
-    /// Empty, corrupt or foreign content: the address is taken, but by no one we know.
+    /// A zero-length file: its writer died between creating it (O_EXCL) and writing it.
+    /// Writers hold the store lock throughout, so under the lock it is never in progress.
+    /// Taken like any lease (ADD skips it), held by no attachment (GC may release it).
+    Empty,
+    /// Corrupt or foreign content: the address is taken, but by no one we know.
     Unknown,
 }
 
 impl Holder {
     pub fn parse(content: &[u8]) -> Holder {
+        if content.is_empty() {
+            return Holder::Empty;
+        }
         let Ok(text) = std::str::from_utf8(content) else {
             return Holder::Unknown;
         };
@@ -64,7 +71,7 @@ impl Holder {
         match self {
             Holder::Attachment(a) => !legacy && a == att,
             Holder::Legacy(id) => legacy && *id == att.id,
-            Holder::Unknown => false,
+            Holder::Empty | Holder::Unknown => false,
         }
     }
 }
@@ -145,7 +152,10 @@ mod tests {
         );
         assert_eq!(Holder::parse(b"dummy"), Holder::Legacy("dummy".into()));
         assert_eq!(Holder::parse(b"dummy\n"), Holder::Legacy("dummy".into()));
-        for junk in [&b""[..], b"   ", b"a b", b"\xff\xfe", b"a\r\nb c"] {
+        assert_eq!(Holder::parse(b""), Holder::Empty);
+        assert!(!Holder::Empty.is(&att, false) && !Holder::Empty.is(&att, true));
+        // whitespace is content (no crashed writer leaves it): unknown, not empty
+        for junk in [&b"   "[..], b"\n", b"a b", b"\xff\xfe", b"a\r\nb c"] {
             assert_eq!(Holder::parse(junk), Holder::Unknown, "{junk:?}");
         }
         assert!(Holder::parse(b"dummy\r\neth0").is(&att, false));

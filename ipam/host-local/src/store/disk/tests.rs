@@ -285,3 +285,38 @@ fn a_restored_mtime_does_not_revive_a_stale_index() {
     let mut s = open(&t);
     assert_eq!(s.release(&att("b", "eth0")).unwrap(), [ipa("10.0.0.7")]);
 }
+
+#[test]
+fn an_empty_lease_is_taken_held_by_no_one_and_releasable() {
+    // what a writer killed between O_EXCL create and write leaves behind
+    let t = Tmp::new("empty");
+    let mut s = open(&t);
+    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
+    drop(s);
+    let dir = t.0.join("net");
+    fs::write(dir.join("10.0.0.3"), "").unwrap();
+    fs::write(dir.join("10.0.0.4"), "   ").unwrap();
+    for _ in 0..2 {
+        // first from a scan, then from the index that scan wrote
+        let mut s = open(&t);
+        assert!(s.allocated().unwrap().contains(&ipa("10.0.0.3")));
+        assert!(!s.reserve(&att("b", "eth0"), ipa("10.0.0.3"), 0).unwrap());
+        assert!(s.release(&att("", "")).unwrap().is_empty());
+        assert_eq!(s.ips_of(&att("a", "eth0")).unwrap(), [ipa("10.0.0.2")]);
+    }
+    let mut s = open(&t);
+    let mut holders = s.holders().unwrap();
+    holders.sort_by_key(|(ip, _)| *ip);
+    assert_eq!(
+        holders,
+        [
+            (ipa("10.0.0.2"), Holder::Attachment(att("a", "eth0"))),
+            (ipa("10.0.0.3"), Holder::Empty),
+            (ipa("10.0.0.4"), Holder::Unknown),
+        ]
+    );
+    s.release_ips(&[ipa("10.0.0.3")]).unwrap();
+    assert!(s.reserve(&att("b", "eth0"), ipa("10.0.0.3"), 0).unwrap());
+    drop(s);
+    assert_eq!(fs::read(dir.join("10.0.0.3")).unwrap(), b"b\r\neth0");
+}
