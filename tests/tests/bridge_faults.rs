@@ -338,8 +338,8 @@ fn one_backend_unavailable() {
 
 /// CNI allows interface names like `e@0` (no `/`, `:` or whitespace). The Go bridge sets
 /// up its spoof check for them (it talks JSON to nft); our DEL must remove those rules and
-/// succeed, or the pod is stuck in a DEL loop. Our own ADD may refuse such a name, but the
-/// runtime's DEL after it must succeed as well.
+/// succeed, or the pod is stuck in a DEL loop. Our own ADD writes JSON too: it must create
+/// the very same rules, pass CHECK, and leave nothing after DEL.
 #[test]
 fn spoofcheck_del_with_unusual_ifname() {
     if !privileged("spoofcheck_del_with_unusual_ifname") {
@@ -355,7 +355,8 @@ fn spoofcheck_del_with_unusual_ifname() {
         .ifname(ODD)
         .run_in(&env.host);
     let result = go.assert_success().json();
-    assert!(env.nft_ruleset().contains("macspoofchk-dummy-0-e@0"));
+    let go_rules = spoofcheck_table(&env, &result);
+    assert!(go_rules.contains("macspoofchk-dummy-0-e@0"));
     let ours = |cmd: &str, conf: &Value| {
         PluginRun::new(cni_tests::bin_path("bridge"))
             .command(cmd)
@@ -370,10 +371,68 @@ fn spoofcheck_del_with_unusual_ifname() {
     env.assert_clean();
     assert!(!env.nft_ruleset().contains("cni-br-iface-dummy-0"));
 
-    let add = ours("ADD", &conf);
-    ours("DEL", &conf).assert_success();
-    if add.success() {
-        assert!(!env.nft_ruleset().contains("macspoofchk"));
-    }
+    let result = ours("ADD", &conf).assert_success().json();
+    assert_eq!(spoofcheck_table(&env, &result), go_rules);
+    ours("CHECK", &with_prev(&conf, &result)).assert_success();
+    ours("DEL", &with_prev(&conf, &result)).assert_success();
     env.assert_clean();
+    assert!(!env.nft_ruleset().contains("cni-br-iface-dummy-0"));
+}
+
+/// `nft list table bridge nat` with the attachment's random host veth name and
+/// container MAC (interfaces 1 and 2 of a bridge result) replaced by placeholders.
+fn spoofcheck_table(env: &Env, result: &Value) -> String {
+    let veth = result["interfaces"][1]["name"].as_str().unwrap();
+    let mac = result["interfaces"][2]["mac"].as_str().unwrap();
+    env.host
+        .exec_in(&["nft", "list", "table", "bridge", "nat"])
+        .replace(veth, "VETH")
+        .replace(&mac.to_ascii_lowercase(), "MAC")
+}
+
+/// Our ADD, CHECK and DEL with spoof check and nftables masquerading, for
+/// CNI-valid interface names that nft's text syntax cannot spell as chain names.
+#[test]
+fn unusual_ifnames_add_check_del() {
+    if !privileged("unusual_ifnames_add_check_del") {
+        return;
+    }
+    let env = Env::new("oddnames");
+    let conf = env.conf(
+        "1.0.0",
+        &["10.1.2.0/24"],
+        json!({"macspoofchk": true, "ipMasq": true, "ipMasqBackend": "nftables"}),
+    );
+    for (i, ifname) in [
+        "e@0", "e$x", "e;1", "e#1", "e{}", "e*", "e\\x", "e'x", "x-mac",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ctr = NamedNetns::new("ctr");
+        let id = format!("odd-{i}");
+        let run = |cmd: &str, conf: &Value| {
+            env.plugin(cmd, ctr.path().to_str().unwrap(), &id, conf)
+                .ifname(ifname)
+                .run_in(&env.host)
+        };
+        let result = run("ADD", &conf).assert_success().json();
+        let nft = env.nft_ruleset();
+        assert!(
+            nft.contains(&format!("macspoofchk-{id}-{ifname}")),
+            "{ifname:?}:\n{nft}"
+        );
+        assert!(
+            nft.contains(&format!("if: {ifname}, id: {id}")),
+            "{ifname:?}:\n{nft}"
+        );
+        assert!(
+            links(&ctr).iter().any(|l| l["ifname"] == ifname),
+            "{ifname:?}"
+        );
+        run("CHECK", &with_prev(&conf, &result)).assert_success();
+        run("DEL", &with_prev(&conf, &result)).assert_success();
+        env.assert_clean();
+        assert!(!env.nft_ruleset().contains("cni-br-iface-"), "{ifname:?}");
+    }
 }

@@ -1,7 +1,7 @@
 //! Firewall rules: ipMasq (iptables and nftables backends) and macspoofchk.
 //!
 //! Everything shells out to the netfilter tools in batches (`iptables-restore
-//! -w --noflush`, `nft -f -`), reading state with `iptables-save` / `nft -j
+//! -w --noflush`, `nft -f -`, `nft -j -f -`), reading state with `iptables-save` / `nft -j
 //! list`; no rule is ever added by a process of its own. Chain names, comments
 //! and rule shapes are byte-identical to the Go reference plugins, so a node can
 //! move between the Go plugins and ours without leaking rules. Tools run in

@@ -98,49 +98,76 @@ fn parse(out: &str) -> std::result::Result<Listing, String> {
     Ok(listing)
 }
 
-/// Apply `script` with `nft -f -`: one atomic transaction.
-pub(crate) fn apply(script: &str) -> Result<()> {
-    exec::run("nft", &["-f", "-"], Some(script)).map(|_| ())
+/// One `nft` transaction: a text script (`nft -f -`) or JSON commands
+/// (`nft -j -f -`, where any name is a plain JSON string: the form the Go
+/// spoofcheck writes, needed for interface names the text syntax cannot spell).
+pub(crate) trait Batch {
+    fn is_empty(&self) -> bool;
+    fn apply(&self) -> Result<()>;
 }
 
-/// List `what`, let `plan` compute a script from it, apply the script unless
+impl Batch for String {
+    fn is_empty(&self) -> bool {
+        str::is_empty(self)
+    }
+
+    fn apply(&self) -> Result<()> {
+        exec::run("nft", &["-f", "-"], Some(self)).map(|_| ())
+    }
+}
+
+impl Batch for Vec<Value> {
+    fn is_empty(&self) -> bool {
+        <[Value]>::is_empty(self)
+    }
+
+    fn apply(&self) -> Result<()> {
+        let doc = serde_json::json!({ "nftables": self }).to_string() + "\n";
+        exec::run("nft", &["-j", "-f", "-"], Some(&doc)).map(|_| ())
+    }
+}
+
+/// List `what`, let `plan` compute a batch from it, apply the batch unless
 /// empty. Another plugin process may delete a rule between our read and our
 /// write (the delete by handle then fails), so a failed apply is re-planned once.
-pub(crate) fn read_plan_apply(what: &[&str], plan: impl Fn(&Listing) -> String) -> Result<()> {
+pub(crate) fn read_plan_apply<B: Batch>(what: &[&str], plan: impl Fn(&Listing) -> B) -> Result<()> {
     let mut attempt = 0;
     loop {
         let listing = list(what)?.unwrap_or_default();
-        let script = plan(&listing);
-        if script.is_empty() {
+        let batch = plan(&listing);
+        if batch.is_empty() {
             return Ok(());
         }
-        match apply(&script) {
+        match batch.apply() {
             Err(FirewallError::Failed { .. }) if attempt == 0 => attempt += 1,
             other => return other,
         }
     }
 }
 
-/// Names we put unquoted into nft scripts (chain names, interface names,
-/// comments) must not be able to end the token or the line.
-pub(crate) fn check_safe(what: &'static str, value: &str) -> Result<()> {
-    let ok = !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(FirewallError::InvalidName {
-            what,
-            value: value.to_string(),
-        })
+/// A name as a JSON string nft takes literally. nft reads a string ending in
+/// `*` as a wildcard (as an iifname match, and a jump target then fails) unless
+/// the `*` is escaped, and unescaping then drops every backslash of the string;
+/// a leading `@` names a set. Such names are refused rather than misread.
+pub(crate) fn json_literal(what: &'static str, value: &str) -> Result<String> {
+    let invalid = || FirewallError::InvalidName {
+        what,
+        value: value.to_string(),
+    };
+    if value.is_empty() || value.starts_with('@') {
+        return Err(invalid());
+    }
+    match value.strip_suffix('*') {
+        Some(_) if value.contains('\\') => Err(invalid()),
+        Some(stem) => Ok(format!("{stem}\\*")),
+        None => Ok(value.to_string()),
     }
 }
 
-/// A comment goes in double quotes: it may hold anything but `"` and line breaks.
+/// A comment goes in double quotes: it may hold anything but `"` and line
+/// breaks (nft 1.0.6 keeps every other byte, control characters included).
 pub(crate) fn check_comment(value: &str) -> Result<()> {
-    if value.chars().any(|c| c == '"' || c.is_control()) {
+    if value.contains(['"', '\n']) {
         return Err(FirewallError::InvalidName {
             what: "comment",
             value: value.to_string(),
@@ -170,5 +197,15 @@ mod tests {
         assert_eq!(l.rules[0].handle, 6);
         assert_eq!(l.rules[0].comment.as_deref(), Some("x"));
         assert_eq!(l.rules_in("c").count(), 1);
+    }
+
+    #[test]
+    fn json_literals() {
+        assert_eq!(json_literal("x", "e@0").unwrap(), "e@0");
+        assert_eq!(json_literal("x", "e\\x").unwrap(), "e\\x");
+        assert_eq!(json_literal("x", "e*").unwrap(), "e\\*");
+        assert!(json_literal("x", "e\\*").is_err());
+        assert!(json_literal("x", "@e").is_err());
+        assert!(json_literal("x", "").is_err());
     }
 }

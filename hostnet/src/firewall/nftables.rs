@@ -92,7 +92,7 @@ pub fn teardown(network: &str, ifname: &str, container_id: &str) -> Result<()> {
     nft::read_plan_apply(&LIST, |listing| {
         handles_with_prefix(listing, &hash)
             .map(delete_line)
-            .collect()
+            .collect::<String>()
     })
 }
 
@@ -113,7 +113,7 @@ pub fn gc(network: &str, valid: &[(&str, &str)]) -> Result<()> {
                     .is_some_and(|c| c.starts_with(&prefix) && !keep.iter().any(|k| k == c))
             })
             .map(|r| delete_line(r.handle))
-            .collect()
+            .collect::<String>()
     })
 }
 

@@ -13,101 +13,136 @@
 //! ```
 //!
 //! The reference needs two transactions for setup; nft accepts `flush chain`
-//! of a chain added earlier in the same script, so ours is one `nft -j list`
+//! of a chain added earlier in the same batch, so ours is one `nft -j list`
 //! (to replace an earlier PREROUTING jump: repeated setup stays idempotent,
-//! where the reference would add a second jump) and one `nft -f -`.
+//! where the reference would add a second jump) and one `nft -j -f -`.
+//! Batches are JSON, as the reference's: chain names hold the CNI ifname, which
+//! may be any of `e@0`, `e{}`, `e"x`, ... that nft's text syntax cannot spell.
 //! Teardown keeps the table and the PREROUTING base chain, as the reference.
 
 use std::collections::BTreeSet;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::error::{FirewallError, Result};
 use super::names::{
     spoofcheck_comment, spoofcheck_iface_chain, spoofcheck_mac_chain, spoofcheck_ref,
 };
-use super::nft::{self, Listing};
+use super::nft::{self, Listing, json_literal};
 
+const FAMILY: &str = "bridge";
+const TABLE: &str = "nat";
 const BASE_CHAIN: &str = "PREROUTING";
-const LIST: [&str; 3] = ["table", "bridge", "nat"];
+const LIST: [&str; 3] = ["table", FAMILY, TABLE];
 const IFACE_PREFIX: &str = "cni-br-iface-";
 const COMMENT_PREFIX: &str = "macspoofchk-";
 
 /// Install the anti-spoofing chains for one attachment.
 pub fn setup(container_id: &str, ifname: &str, host_veth: &str, mac: &str) -> Result<()> {
-    let reference = checked_ref(container_id, ifname)?;
-    nft::check_safe("host interface name", host_veth)?;
-    let mac = normalize_mac(mac)?;
+    let reference = spoofcheck_ref(container_id, ifname);
     let (iface, mac_chain, comment) = names(&reference);
+    let iface_target = json_literal("interface name", &iface)?;
+    let iif = json_literal("host interface name", host_veth)?;
+    let mac = normalize_mac(mac)?;
+    let rule = |chain: &str, expr: Value| {
+        add(
+            "rule",
+            json!({ "chain": chain, "comment": comment, "expr": expr }),
+        )
+    };
     nft::read_plan_apply(&LIST, |listing| {
-        let mut s = String::new();
-        s.push_str("add table bridge nat\n");
-        s.push_str(&format!(
-            "add chain bridge nat {BASE_CHAIN} {{ type filter hook prerouting priority -300 ; policy accept ; }}\n"
-        ));
-        for chain in [&iface, &mac_chain] {
-            s.push_str(&format!("add chain bridge nat {chain}\n"));
+        let mut batch = vec![
+            json!({ "add": { "table": { "family": FAMILY, "name": TABLE } } }),
+            add(
+                "chain",
+                json!({ "name": BASE_CHAIN, "type": "filter", "hook": "prerouting",
+                        "prio": -300, "policy": "accept" }),
+            ),
+        ];
+        for verb in ["add", "flush"] {
+            for chain in [&iface, &mac_chain] {
+                batch.push(command(verb, "chain", json!({ "name": chain })));
+            }
         }
-        for chain in [&iface, &mac_chain] {
-            s.push_str(&format!("flush chain bridge nat {chain}\n"));
-        }
-        for rule in jumps_with_comment(listing, &comment) {
-            s.push_str(&format!(
-                "delete rule bridge nat {BASE_CHAIN} handle {rule}\n"
-            ));
-        }
-        s.push_str(&format!(
-            "add rule bridge nat {BASE_CHAIN} iifname \"{host_veth}\" jump {iface} comment \"{comment}\"\n"
-        ));
-        s.push_str(&format!(
-            "add rule bridge nat {iface} jump {mac_chain} comment \"{comment}\"\n"
-        ));
-        s.push_str(&format!(
-            "add rule bridge nat {mac_chain} ether saddr {mac} return comment \"{comment}\"\n"
-        ));
-        s.push_str(&format!(
-            "add rule bridge nat {mac_chain} drop comment \"{comment}\"\n"
-        ));
-        s
+        batch.extend(jumps_with_comment(listing, &comment).map(delete_rule));
+        batch.push(rule(BASE_CHAIN, iif_jump(&iif, &iface_target)));
+        batch.push(rule(&iface, jump(&mac_chain)));
+        batch.push(rule(&mac_chain, mac_return(&mac)));
+        batch.push(rule(&mac_chain, json!([{ "drop": null }])));
+        batch
     })
+}
+
+/// `{"<verb>": {"<object>": {family, table, ...fields}}}`.
+fn command(verb: &str, object: &str, fields: Value) -> Value {
+    let mut body = json!({ "family": FAMILY, "table": TABLE });
+    if let (Some(body), Value::Object(fields)) = (body.as_object_mut(), fields) {
+        body.extend(fields);
+    }
+    json!({ verb: { object: body } })
+}
+
+fn add(object: &str, fields: Value) -> Value {
+    command("add", object, fields)
+}
+
+fn delete_rule(handle: u64) -> Value {
+    command(
+        "delete",
+        "rule",
+        json!({ "chain": BASE_CHAIN, "handle": handle }),
+    )
+}
+
+fn delete_chain(handle: u64) -> Value {
+    command("delete", "chain", json!({ "handle": handle }))
+}
+
+/// Rule expressions, in the form `nft -j list` shows them back (`check`
+/// compares with these; a jump target is listed unescaped).
+fn iif_jump(iif: &str, target: &str) -> Value {
+    json!([
+        { "match": { "op": "==", "left": { "meta": { "key": "iifname" } }, "right": iif } },
+        { "jump": { "target": target } }
+    ])
+}
+
+fn jump(target: &str) -> Value {
+    json!([{ "jump": { "target": target } }])
+}
+
+fn mac_return(mac: &str) -> Value {
+    json!([
+        { "match": { "op": "==", "left": { "payload": { "protocol": "ether", "field": "saddr" } },
+                     "right": mac } },
+        { "return": null }
+    ])
 }
 
 /// Remove the attachment's PREROUTING jump and both of its chains; whatever
 /// is already gone is skipped.
 pub fn teardown(container_id: &str, ifname: &str) -> Result<()> {
-    // No name goes into the script (see `removal`): any container id and ifname will do.
+    // No name goes into the batch (see `removal`): any container id and ifname will do.
     let reference = spoofcheck_ref(container_id, ifname);
     nft::read_plan_apply(&LIST, |listing| removal(listing, &reference))
 }
 
 /// Whether the attachment's rules are all present as `setup` writes them.
 pub fn check(container_id: &str, ifname: &str, host_veth: &str, mac: &str) -> Result<bool> {
-    let reference = checked_ref(container_id, ifname)?;
+    let (iface, mac_chain, comment) = names(&spoofcheck_ref(container_id, ifname));
+    let iif = json_literal("host interface name", host_veth)?;
     let mac = normalize_mac(mac)?;
-    let (iface, mac_chain, comment) = names(&reference);
     let Some(listing) = nft::list(&LIST)? else {
         return Ok(false);
     };
-    let has = |chain: &str, expr: serde_json::Value| {
+    let has = |chain: &str, expr: Value| {
         listing
             .rules_in(chain)
             .any(|r| r.comment.as_deref() == Some(comment.as_str()) && r.expr == expr)
     };
-    Ok(has(
-        BASE_CHAIN,
-        json!([
-            { "match": { "op": "==", "left": { "meta": { "key": "iifname" } }, "right": host_veth } },
-            { "jump": { "target": iface } }
-        ]),
-    ) && has(&iface, json!([{ "jump": { "target": mac_chain } }]))
-        && has(
-            &mac_chain,
-            json!([
-                { "match": { "op": "==", "left": { "payload": { "protocol": "ether", "field": "saddr" } },
-                             "right": mac } },
-                { "return": null }
-            ]),
-        )
+    Ok(has(BASE_CHAIN, iif_jump(&iif, &iface))
+        && has(&iface, jump(&mac_chain))
+        && has(&mac_chain, mac_return(&mac))
         && has(&mac_chain, json!([{ "drop": null }])))
 }
 
@@ -126,8 +161,8 @@ pub fn gc(valid: &[(&str, &str)]) -> Result<()> {
         references(listing)
             .into_iter()
             .filter(|r| !keep.contains(r) && !in_use.contains(r))
-            .map(|r| removal(listing, &r))
-            .collect()
+            .flat_map(|r| removal(listing, &r))
+            .collect::<Vec<Value>>()
     })
 }
 
@@ -137,12 +172,6 @@ fn names(reference: &str) -> (String, String, String) {
         spoofcheck_mac_chain(reference),
         spoofcheck_comment(reference),
     )
-}
-
-fn checked_ref(container_id: &str, ifname: &str) -> Result<String> {
-    nft::check_safe("container id", container_id)?;
-    nft::check_safe("interface name", ifname)?;
-    Ok(spoofcheck_ref(container_id, ifname))
 }
 
 /// `aa:bb:cc:dd:ee:ff`, lower case (the form nft lists).
@@ -173,22 +202,21 @@ fn jumps_with_comment<'a>(
         .map(|r| r.handle)
 }
 
-/// Script removing one attachment: its PREROUTING jump, then its chains (the interface
+/// Batch removing one attachment: its PREROUTING jump, then its chains (the interface
 /// chain first, as it jumps to the MAC chain; deleting a chain takes its rules along).
-/// Everything is named by handle, so a reference nft's language cannot spell (the Go
-/// plugin writes JSON, where any interface name goes) is removed all the same.
-fn removal(listing: &Listing, reference: &str) -> String {
+/// Everything is named by handle, so no name needs spelling.
+fn removal(listing: &Listing, reference: &str) -> Vec<Value> {
     let (iface, mac_chain, comment) = names(reference);
-    let mut s: String = jumps_with_comment(listing, &comment)
-        .map(|h| format!("delete rule bridge nat {BASE_CHAIN} handle {h}\n"))
+    let mut batch: Vec<Value> = jumps_with_comment(listing, &comment)
+        .map(delete_rule)
         .collect();
-    for handle in [&iface, &mac_chain]
-        .into_iter()
-        .filter_map(|c| listing.chain_handle(c))
-    {
-        s.push_str(&format!("delete chain bridge nat handle {handle}\n"));
-    }
-    s
+    batch.extend(
+        [&iface, &mac_chain]
+            .into_iter()
+            .filter_map(|c| listing.chain_handle(c))
+            .map(delete_chain),
+    );
+    batch
 }
 
 /// Every attachment reference found in the table: from rule comments and from
@@ -222,7 +250,12 @@ fn refs_with_live_interface(listing: &Listing, live: &BTreeSet<String>) -> BTree
         .filter_map(|r| {
             let reference = r.comment.as_deref()?.strip_prefix(COMMENT_PREFIX)?;
             let iif = r.expr.get(0)?.get("match")?.get("right")?.as_str()?;
-            live.contains(iif).then(|| reference.to_string())
+            // Listed as written: a trailing `*` escaped (see `json_literal`).
+            let iif = match iif.strip_suffix("\\*") {
+                Some(stem) => format!("{stem}*"),
+                None => iif.to_string(),
+            };
+            live.contains(&iif).then(|| reference.to_string())
         })
         .collect()
 }

@@ -107,3 +107,31 @@ fn nftables_dual_stack_and_missing_table() {
         assert_eq!(nft_list(&TABLE), dump(&[]));
     });
 }
+
+/// The ifname goes into the rule comment only (quoted text, which holds
+/// anything but `"`, which the comment strips as the reference does).
+#[test]
+fn nftables_unusual_ifnames() {
+    if !privileged("nftables_unusual_ifnames") {
+        return;
+    }
+    in_netns(|| {
+        let addrs = ips(&["10.1.2.3/24"]);
+        for ifname in [
+            "e@0", "e$x", "e;1", "e#1", "e{}", "e\"x", "e\\x", "e*", "e\u{1}", "é", "e'x",
+        ] {
+            nftables::setup("n", ifname, "c", &addrs).unwrap();
+            let comment = crate::firewall::names::nft_comment("n", ifname, "c");
+            assert!(
+                nft_list(&TABLE).contains(&format!("masquerade comment \"{comment}\"")),
+                "{ifname:?}"
+            );
+            assert!(
+                nftables::check("n", ifname, "c", &addrs).unwrap(),
+                "{ifname:?}"
+            );
+            nftables::teardown("n", ifname, "c").unwrap();
+            assert_eq!(nft_list(&TABLE), dump(&[]), "{ifname:?}");
+        }
+    });
+}

@@ -103,3 +103,54 @@ fn spoofcheck_gc() {
         );
     });
 }
+
+/// CNI-valid interface names that nft's text syntax cannot spell as chain
+/// names; the batches are JSON (as the reference's), so all of them work.
+const ODD_IFNAMES: [&str; 16] = [
+    "e@0", "@e", "e$x", "e;1", "e#1", "e{}", "e\"x", "e\\x", "e'x", "e*", "*", "e\u{1}", "é", "-",
+    ".e", "x-mac",
+];
+
+#[test]
+fn spoofcheck_unusual_ifnames() {
+    if !privileged("spoofcheck_unusual_ifnames") {
+        return;
+    }
+    in_netns(|| {
+        for ifname in ODD_IFNAMES {
+            let reference = format!("a.B_c-{ifname}");
+            spoofcheck::setup("a.B_c", ifname, "veth1234", MAC).unwrap();
+            let one = dump(&[(&reference, "veth1234", MAC)]);
+            assert_eq!(nft_list(&TABLE), one, "{ifname:?}");
+            assert!(spoofcheck::check("a.B_c", ifname, "veth1234", MAC).unwrap());
+            spoofcheck::setup("a.B_c", ifname, "veth1234", MAC).unwrap();
+            assert_eq!(nft_list(&TABLE), one, "{ifname:?}");
+            spoofcheck::teardown("a.B_c", ifname).unwrap();
+            assert_eq!(nft_list(&TABLE), dump(&[]), "{ifname:?}");
+        }
+        for ifname in ODD_IFNAMES {
+            spoofcheck::setup("gc", ifname, "veth1234", MAC).unwrap();
+        }
+        spoofcheck::gc(&[]).unwrap();
+        assert_eq!(nft_list(&TABLE), dump(&[]));
+    });
+}
+
+/// A host interface name is matched literally: a trailing `*` is no wildcard;
+/// names nft cannot take literally are refused, not misread.
+#[test]
+fn spoofcheck_host_interface_literal() {
+    if !privileged("spoofcheck_host_interface_literal") {
+        return;
+    }
+    in_netns(|| {
+        spoofcheck::setup("abc", "eth0", "v*", MAC).unwrap();
+        assert!(nft_list(&TABLE).contains("iifname \"v\\*\" jump cni-br-iface-abc-eth0"));
+        assert!(spoofcheck::check("abc", "eth0", "v*", MAC).unwrap());
+        assert!(!spoofcheck::check("abc", "eth0", "v", MAC).unwrap());
+        spoofcheck::teardown("abc", "eth0").unwrap();
+        assert!(spoofcheck::setup("abc", "eth0", "@v", MAC).is_err());
+        assert!(spoofcheck::setup("abc", "e\\*", "veth1", MAC).is_err());
+        assert_eq!(nft_list(&TABLE), dump(&[]));
+    });
+}
