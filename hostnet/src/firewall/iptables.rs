@@ -237,6 +237,11 @@ pub fn setup(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<()>
     let comment = iptables_comment(network, container_id);
     for family in families_of(ips) {
         let wanted = desired_rules(&chain, &comment, ips, family);
+        // A new attachment costs one process: `-N` makes the restore fail, atomically and
+        // changing nothing, when the chain exists; then we merge with what is there.
+        if create_fresh(family, &chain, &wanted).is_ok() {
+            continue;
+        }
         read_plan_apply(family, false, |table| {
             let mut lines = Vec::new();
             if !table.chains.contains(&chain) {
@@ -251,6 +256,17 @@ pub fn setup(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<()>
         })?;
     }
     Ok(())
+}
+
+/// Creates the chain with all its rules and jumps in one transaction, failing if it exists.
+fn create_fresh(family: Family, chain: &str, rules: &[String]) -> Result<()> {
+    let mut script = format!("*nat\n-N {chain}\n");
+    for rule in rules {
+        script.push_str(rule);
+        script.push('\n');
+    }
+    script.push_str("COMMIT\n");
+    exec::run(family.restore_tool(), &["-w", "--noflush"], Some(&script)).map(drop)
 }
 
 /// Remove the attachment's chain and every POSTROUTING jump to it (current
