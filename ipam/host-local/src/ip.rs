@@ -29,18 +29,13 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
     ip.to_canonical()
 }
 
-/// `ip` or `ip/prefix` (requested IPs may carry a prefix, which is dropped).
+/// `ip` or `ip/prefix` (requested IPs may carry a prefix, which is dropped). With a `/`
+/// it is a CIDR as Go's `net.ParseCIDR` reads it, like the reference's `ip.ParseIP`.
 pub fn parse_maybe_prefixed(s: &str) -> Option<IpAddr> {
-    let addr = match s.split_once('/') {
-        Some((ip, prefix)) => {
-            let bits: u8 = prefix.parse().ok()?;
-            let ip: IpAddr = ip.parse().ok()?;
-            if bits > if ip.is_ipv4() { 32 } else { 128 } {
-                return None;
-            }
-            ip
-        }
-        None => s.parse().ok()?,
+    let addr = if s.contains('/') {
+        libcni::types::parse_cidr(s).ok()?.ip()
+    } else {
+        s.parse().ok()?
     };
     Some(canonical(addr))
 }
@@ -74,6 +69,8 @@ mod tests {
             "2001:db8::5"
         );
         assert!(parse_maybe_prefixed("10.1.2.3/33").is_none());
+        // ParseCIDR takes digits only
+        assert!(parse_maybe_prefixed("10.1.2.3/+4").is_none());
         assert!(parse_maybe_prefixed("10.1.2").is_none());
         assert!(parse_maybe_prefixed("").is_none());
     }
