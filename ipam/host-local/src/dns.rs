@@ -8,27 +8,24 @@ pub fn read(path: &Path) -> std::io::Result<Dns> {
     Ok(parse(&std::fs::read_to_string(path)?))
 }
 
-/// `nameserver`, `domain`, `search` and `options` lines; comments (`#`, `;`), blank lines
-/// and lines with a single field are skipped, unknown keywords ignored.
+/// `nameserver`, `domain`, `search` and `options` lines, as the reference reads them:
+/// comments (`#`, `;`), blank lines and lines with a single field are skipped, unknown
+/// keywords ignored.
 pub fn parse(text: &str) -> Dns {
     let mut dns = Dns::default();
     for line in text.lines().map(str::trim) {
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+        if line.starts_with('#') || line.starts_with(';') {
             continue;
         }
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [key, rest @ ..] = fields.as_slice() else {
+        let fields: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        let [key, first, ..] = fields.as_slice() else {
             continue;
         };
-        if rest.is_empty() {
-            continue;
-        }
-        let rest = rest.iter().map(|s| s.to_string());
-        match *key {
-            "nameserver" => dns.nameservers.extend(rest.take(1)),
-            "domain" => dns.domain = fields[1].to_string(),
-            "search" => dns.search.extend(rest),
-            "options" => dns.options.extend(rest),
+        match key.as_str() {
+            "nameserver" => dns.nameservers.push(first.clone()),
+            "domain" => dns.domain = first.clone(),
+            "search" => dns.search.extend_from_slice(&fields[1..]),
+            "options" => dns.options.extend_from_slice(&fields[1..]),
             _ => {}
         }
     }
