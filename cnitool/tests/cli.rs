@@ -1,11 +1,11 @@
 //! cnitool end to end against logging shell-script plugins (no root needed): arguments,
 //! environment, container ID, output, cache files and errors.
 
+use libcni::testutil::TempDir;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 const SCRIPT: &str = r#"#!/bin/sh
 d="@DIR@"
@@ -23,22 +23,17 @@ fi
 "#;
 
 struct Env {
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 impl Env {
     fn new() -> Env {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "cnitool-cli-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
+        let dir = TempDir::new("cnitool-cli");
         for sub in ["bin", "calls", "cache", "net.d", "work/netns"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }
         let script = SCRIPT
-            .replace("@DIR@", &dir.display().to_string())
+            .replace("@DIR@", &dir.path().display().to_string())
             .replace("@NAME@", "fake");
         let plugin = dir.join("bin/fake");
         std::fs::write(&plugin, script).unwrap();
@@ -96,12 +91,6 @@ impl Env {
 
     fn cache_file(&self, name: &str) -> PathBuf {
         self.dir.join("cache/results").join(name)
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -1,5 +1,5 @@
-//! Test gating for privileged tests (they need root for namespaces, links,
-//! mounts and firewall rules).
+//! Test support shared by every crate: gating for privileged tests (they need root for
+//! namespaces, links, mounts and firewall rules) and a temporary directory.
 //!
 //! Every privileged test starts with:
 //!
@@ -29,4 +29,51 @@ pub fn privileged(test: &str) -> bool {
     }
     eprintln!("skipping {test}: needs root");
     false
+}
+
+/// A fresh, empty directory under `std::env::temp_dir()`, named `cnirs-<prefix>-<pid>-<n>`,
+/// removed with everything in it on drop. Here (not in a test crate) so libcni's own unit
+/// tests and every crate's tests can share it.
+#[derive(Debug)]
+pub struct TempDir {
+    path: std::path::PathBuf,
+}
+
+impl TempDir {
+    /// # Panics
+    /// When the directory cannot be created.
+    pub fn new(prefix: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        loop {
+            let path = std::env::temp_dir().join(format!(
+                "cnirs-{prefix}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            // create_dir (not _all) fails on a leftover from a reused pid: try the next name.
+            match std::fs::create_dir(&path) {
+                Ok(()) => return TempDir { path },
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => panic!("creating temp dir {}: {e}", path.display()),
+            }
+        }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// `self.path().join(rel)`.
+    pub fn join(&self, rel: impl AsRef<std::path::Path>) -> std::path::PathBuf {
+        self.path.join(rel)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            eprintln!("warning: removing temp dir {}: {e}", self.path.display());
+        }
+    }
 }

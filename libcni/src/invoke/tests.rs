@@ -1,15 +1,17 @@
 use super::*;
+use crate::testutil::TempDir;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 
 /// A directory of small shell-script plugins, removed on drop.
-struct PluginDir(PathBuf);
+struct PluginDir(TempDir);
 
 impl PluginDir {
     fn new(tag: &str) -> PluginDir {
-        let dir = std::env::temp_dir().join(format!("libcni-invoke-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        PluginDir(dir)
+        PluginDir(TempDir::new(&format!("libcni-invoke-{tag}")))
+    }
+
+    fn path(&self) -> PathBuf {
+        self.0.path().to_path_buf()
     }
 
     fn plugin(&self, name: &str, script: &str) -> PathBuf {
@@ -20,39 +22,31 @@ impl PluginDir {
     }
 }
 
-impl Drop for PluginDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn find_in_path_rules() {
     let d = PluginDir::new("find");
     let other = PluginDir::new("find-other");
     d.plugin("p", "true");
     std::fs::create_dir(other.0.join("p")).unwrap(); // a directory is not a plugin
-    let found = find_in_path("p", &[other.0.clone(), d.0.clone()]).unwrap();
+    let found = find_in_path("p", &[other.path(), d.path()]).unwrap();
     assert_eq!(found, d.0.join("p"));
     assert_eq!(
-        find_in_path("", std::slice::from_ref(&d.0))
-            .unwrap_err()
-            .msg,
+        find_in_path("", &[d.path()]).unwrap_err().msg,
         "no plugin name provided"
     );
     assert!(
-        find_in_path("../p", std::slice::from_ref(&d.0))
+        find_in_path("../p", &[d.path()])
             .unwrap_err()
             .msg
             .starts_with("invalid plugin name")
     );
     assert_eq!(find_in_path("p", &[]).unwrap_err().msg, "no paths provided");
-    let e = find_in_path("missing", std::slice::from_ref(&d.0)).unwrap_err();
+    let e = find_in_path("missing", &[d.path()]).unwrap_err();
     assert_eq!(
         e.msg,
         format!(
             "failed to find plugin \"missing\" in path [{}]",
-            d.0.display()
+            d.path().display()
         )
     );
 }
@@ -145,7 +139,7 @@ fn delegate_overrides_only_the_command() {
     // The child inherits our environment: set a marker only for this process's children.
     // SAFETY: tests in this module do not read DELEGATE_MARK concurrently.
     unsafe { std::env::set_var("DELEGATE_MARK", "kept") };
-    let path = d.0.display().to_string();
+    let path = d.path().display().to_string();
     let del = Delegate {
         plugin_type: "ipam",
         cni_path: &path,

@@ -1,26 +1,6 @@
 use super::*;
+use crate::testutil::TempDir;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new() -> Dir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "libcni-cache-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        Dir(p)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 const CONFIG: &[u8] =
     b"{\"cniVersion\":\"1.0.0\",\"name\":\"net\",\"plugins\":[{\"type\":\"bridge\"}]}\n";
@@ -62,37 +42,42 @@ fn rt() -> RuntimeConf {
     }
 }
 
+/// Just the cache key's parts, as a DEL or GC without args has them.
+fn key_only(container_id: &str, ifname: &str) -> RuntimeConf {
+    RuntimeConf {
+        container_id: container_id.into(),
+        ifname: ifname.into(),
+        ..Default::default()
+    }
+}
+
 fn result() -> CniResult {
     CniResult::parse_bytes(RESULT.as_bytes(), "").unwrap()
 }
 
 #[test]
 fn writes_byte_for_byte_what_go_writes() {
-    let d = Dir::new();
-    let cache = Cache::new(&d.0);
+    let d = TempDir::new("libcni-cache");
+    let cache = Cache::new(d.path());
     cache.add(&result(), CONFIG, "net", &rt()).unwrap();
-    let path = d.0.join("results/net-cnitool-77383ca0a0715733ca6f-eth0");
+    let path = d.join("results/net-cnitool-77383ca0a0715733ca6f-eth0");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), GO_FILE);
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&path), 0o600);
-    assert_eq!(mode(&d.0.join("results")), 0o700);
+    assert_eq!(mode(&d.join("results")), 0o700);
 }
 
 #[test]
 fn reads_what_go_writes() {
-    let d = Dir::new();
-    std::fs::create_dir_all(d.0.join("results")).unwrap();
+    let d = TempDir::new("libcni-cache");
+    std::fs::create_dir_all(d.join("results")).unwrap();
     std::fs::write(
-        d.0.join("results/net-cnitool-77383ca0a0715733ca6f-eth0"),
+        d.join("results/net-cnitool-77383ca0a0715733ca6f-eth0"),
         GO_FILE,
     )
     .unwrap();
-    let cache = Cache::new(&d.0);
-    let bare = RuntimeConf {
-        container_id: "cnitool-77383ca0a0715733ca6f".into(),
-        ifname: "eth0".into(),
-        ..Default::default()
-    };
+    let cache = Cache::new(d.path());
+    let bare = key_only("cnitool-77383ca0a0715733ca6f", "eth0");
     let r = cache.result("net", "1.0.0", &bare).unwrap().unwrap();
     assert_eq!(r, result());
     // Converted to the config's version for use as prevResult.
@@ -111,13 +96,9 @@ fn reads_what_go_writes() {
 
 #[test]
 fn minimal_entry_omits_empty_fields_and_keeps_dns_of_old_versions() {
-    let d = Dir::new();
-    let cache = Cache::new(&d.0);
-    let rt = RuntimeConf {
-        container_id: "c1".into(),
-        ifname: "eth0".into(),
-        ..Default::default()
-    };
+    let d = TempDir::new("libcni-cache");
+    let cache = Cache::new(d.path());
+    let rt = key_only("c1", "eth0");
     let r = CniResult::parse_bytes(
         br#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.0.0.2/24"}]}"#,
         "",
@@ -125,20 +106,16 @@ fn minimal_entry_omits_empty_fields_and_keeps_dns_of_old_versions() {
     .unwrap();
     cache.add(&r, b"{}", "n", &rt).unwrap();
     assert_eq!(
-        std::fs::read_to_string(d.0.join("results/n-c1-eth0")).unwrap(),
+        std::fs::read_to_string(d.join("results/n-c1-eth0")).unwrap(),
         r#"{"kind":"cniCacheV1","containerId":"c1","config":"e30=","ifName":"eth0","networkName":"n","result":{"cniVersion":"0.4.0","dns":{},"ips":[{"address":"10.0.0.2/24","version":"4"}]}}"#
     );
 }
 
 #[test]
 fn missing_legacy_and_corrupt_entries() {
-    let d = Dir::new();
-    let cache = Cache::new(&d.0);
-    let rt = RuntimeConf {
-        container_id: "c1".into(),
-        ifname: "eth0".into(),
-        ..Default::default()
-    };
+    let d = TempDir::new("libcni-cache");
+    let cache = Cache::new(d.path());
+    let rt = key_only("c1", "eth0");
     assert_eq!(cache.result("n", "1.0.0", &rt).unwrap(), None);
     assert!(cache.config("n", &rt).unwrap().is_none());
     std::fs::create_dir_all(cache.results_dir()).unwrap();
@@ -171,18 +148,14 @@ fn missing_legacy_and_corrupt_entries() {
 
 #[test]
 fn attachments_filtered_by_container_like_go() {
-    let d = Dir::new();
-    let cache = Cache::new(&d.0);
+    let d = TempDir::new("libcni-cache");
+    let cache = Cache::new(d.path());
     for (net, id, ifname) in [
         ("b", "c1", "eth0"),
         ("a", "c1", "eth1"),
         ("a", "c2", "eth0"),
     ] {
-        let rt = RuntimeConf {
-            container_id: id.into(),
-            ifname: ifname.into(),
-            ..Default::default()
-        };
+        let rt = key_only(id, ifname);
         cache.add(&result(), b"{}", net, &rt).unwrap();
     }
     std::fs::write(cache.results_dir().join("junk-c1-x"), "{}").unwrap();

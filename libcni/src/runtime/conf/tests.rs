@@ -1,31 +1,21 @@
 use super::*;
-use std::sync::atomic::{AtomicU32, Ordering};
+use crate::testutil::TempDir;
 
-/// A temp dir for one test, removed on drop.
-struct Dir(PathBuf);
+/// A config directory for one test.
+struct Dir(TempDir);
 
 impl Dir {
     fn new() -> Dir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "libcni-conf-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
+        Dir(TempDir::new("libcni-conf"))
+    }
+    fn path(&self) -> &Path {
+        self.0.path()
     }
     fn write(&self, name: &str, content: &str) -> &Dir {
         let p = self.0.join(name);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, content).unwrap();
         self
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -51,7 +41,7 @@ fn conflist_preferred_over_same_name_conf_and_sorted() {
         "10-a.conflist",
         r#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"first"}]}"#,
     );
-    let list = load_network_conf(&d.0, "net").unwrap();
+    let list = load_network_conf(d.path(), "net").unwrap();
     assert_eq!(types(&list), ["first"]);
     assert_eq!(
         list.bytes,
@@ -70,7 +60,7 @@ fn conf_and_json_upgraded_to_a_list_with_go_bytes() {
         "10-net.conf",
         r#"{"type":"bridge","name":"net","cniVersion":"0.4.0","bridge":"<br>"}"#,
     );
-    let list = load_network_conf(&d.0, "net").unwrap();
+    let list = load_network_conf(d.path(), "net").unwrap();
     assert_eq!(list.name, "net");
     assert_eq!(list.cni_version, "0.4.0");
     assert_eq!(types(&list), ["bridge"]);
@@ -80,7 +70,7 @@ fn conf_and_json_upgraded_to_a_list_with_go_bytes() {
         r#"{"cniVersion":"0.4.0","name":"net","plugins":[{"bridge":"\u003cbr\u003e","cniVersion":"0.4.0","name":"net","type":"bridge"}]}"#
     );
     assert_eq!(
-        load_network_conf(&d.0, "other").unwrap().plugins[0]
+        load_network_conf(d.path(), "other").unwrap().plugins[0]
             .network
             .plugin_type,
         "ptp"
@@ -90,10 +80,10 @@ fn conf_and_json_upgraded_to_a_list_with_go_bytes() {
 #[test]
 fn no_configs_and_not_found_errors() {
     let d = Dir::new();
-    let e = load_network_conf(&d.0, "net").unwrap_err();
+    let e = load_network_conf(d.path(), "net").unwrap_err();
     assert_eq!(
         e.to_string(),
-        format!("no net configurations found in {}", d.0.display())
+        format!("no net configurations found in {}", d.path().display())
     );
     let missing = d.0.join("nope");
     assert!(matches!(
@@ -102,17 +92,17 @@ fn no_configs_and_not_found_errors() {
     ));
     // Lists exist but none with that name, no .conf: "not found".
     d.write("a.conflist", r#"{"name":"x","plugins":[{"type":"p"}]}"#);
-    let e = load_network_conf(&d.0, "net").unwrap_err();
+    let e = load_network_conf(d.path(), "net").unwrap_err();
     assert_eq!(
         e.to_string(),
         format!(
             "no net configuration with name \"net\" in {}",
-            d.0.display()
+            d.path().display()
         )
     );
     d.write("b.conf", r#"{"name":"y","type":"p"}"#);
     assert!(matches!(
-        load_network_conf(&d.0, "net").unwrap_err(),
+        load_network_conf(d.path(), "net").unwrap_err(),
         ConfError::NotFound { .. }
     ));
 }
@@ -129,14 +119,17 @@ fn nested_dirs_and_other_extensions_ignored() {
         r#"{"name":"net","plugins":[{"type":"p"}]}"#,
     );
     assert!(matches!(
-        load_network_conf(&d.0, "net").unwrap_err(),
+        load_network_conf(d.path(), "net").unwrap_err(),
         ConfError::NoConfigsFound { .. }
     ));
     d.write(
         ".conflist",
         r#"{"name":"net","plugins":[{"type":"hidden"}]}"#,
     );
-    assert_eq!(types(&load_network_conf(&d.0, "net").unwrap()), ["hidden"]);
+    assert_eq!(
+        types(&load_network_conf(d.path(), "net").unwrap()),
+        ["hidden"]
+    );
 }
 
 #[test]
@@ -144,7 +137,7 @@ fn malformed_earlier_file_aborts() {
     let d = Dir::new();
     d.write("1.conflist", "{not json")
         .write("2.conflist", r#"{"name":"net","plugins":[{"type":"p"}]}"#);
-    let e = load_network_conf(&d.0, "net").unwrap_err();
+    let e = load_network_conf(d.path(), "net").unwrap_err();
     assert!(
         e.to_string()
             .starts_with("error parsing configuration list:"),
@@ -153,7 +146,7 @@ fn malformed_earlier_file_aborts() {
     let d = Dir::new();
     d.write("1.conf", r#"{"name":"net"}"#);
     assert_eq!(
-        load_network_conf(&d.0, "net").unwrap_err().to_string(),
+        load_network_conf(d.path(), "net").unwrap_err().to_string(),
         "error parsing configuration: missing 'type'"
     );
 }
