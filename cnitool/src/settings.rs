@@ -51,12 +51,9 @@ impl Settings {
 /// The Go cnitool's `parseArgs`: `K=V;K2=V2`, every pair with a non-empty key and value.
 pub fn parse_args(args: &str) -> Result<Vec<(String, String)>, String> {
     args.split(';')
-        .map(|pair| {
-            let kv: Vec<&str> = pair.split('=').collect();
-            match kv.as_slice() {
-                [k, v] if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
-                _ => Err(format!("invalid CNI_ARGS pair {pair:?}")),
-            }
+        .map(|pair| match libcni::args::split_pair(pair) {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(format!("invalid CNI_ARGS pair {pair:?}")),
         })
         .collect()
 }

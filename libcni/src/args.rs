@@ -10,14 +10,17 @@ pub fn parse_pairs(args: &str) -> Result<Vec<(String, String)>, Error> {
         return Ok(vec![]);
     }
     args.split(';')
-        .map(|pair| {
-            let kv: Vec<&str> = pair.split('=').collect();
-            match kv.as_slice() {
-                [k, v] => Ok((k.to_string(), v.to_string())),
-                _ => Err(args_error(format!("ARGS: invalid pair {}", quote(pair)))),
-            }
+        .map(|pair| match split_pair(pair) {
+            Some((k, v)) => Ok((k.to_string(), v.to_string())),
+            None => Err(args_error(format!("ARGS: invalid pair {}", quote(pair)))),
         })
         .collect()
+}
+
+/// One `K=V` pair: exactly one `=` (Go splits on every `=` and wants two parts); either
+/// side may be empty.
+pub fn split_pair(pair: &str) -> Option<(&str, &str)> {
+    pair.split_once('=').filter(|(_, v)| !v.contains('='))
 }
 
 /// The values of the `known` keys; any other key is refused unless `IgnoreUnknown` is true.
