@@ -207,22 +207,18 @@ impl DiskStore {
     }
 
     fn write_index(&self, path: &Path) -> std::io::Result<()> {
-        let mut bytes = index::encode(&Stamp::default(), &self.entries);
         let file = OpenOptions::new()
             .write(true)
             .create(true)
             .custom_flags(libc::O_NOFOLLOW)
             .mode(0o600)
             .open(path)?;
-        file.write_all_at(&bytes, 0)?;
-        file.set_len(bytes.len() as u64)?;
-        // Creating the file may have changed the directory: stamp it only now.
+        // Creating the file may have changed the directory: stamp it only now (writing
+        // the file's content does not change the directory).
         let stamp = self.unrepeatable_stamp()?;
-        let (count, body) = index::counts(&bytes).unwrap_or_default();
-        let header = index::header(&stamp, count, body);
-        file.write_all_at(&header, index::HEADER_OFFSET)?;
-        bytes.clear();
-        Ok(())
+        let bytes = index::encode(&stamp, &self.entries);
+        file.write_all_at(&bytes, 0)?;
+        file.set_len(bytes.len() as u64)
     }
 
     /// Directory times come from the coarse clock: a change by someone else later in the
