@@ -153,37 +153,6 @@ impl DiskStore {
         Some(Holder::parse(&bytes))
     }
 
-    /// The verified addresses whose holder is `att` (or, with `legacy`, its container's
-    /// ID-only files). A lookup the files contradict means the index is wrong: rescan once.
-    fn matching(&mut self, att: &Attachment, legacy: bool) -> Result<Vec<IpAddr>, StoreError> {
-        let want = if legacy {
-            Tag::legacy(att)
-        } else {
-            Tag::attachment(att)
-        };
-        for attempt in 0..2 {
-            let candidates: Vec<IpAddr> = self
-                .entries
-                .iter()
-                .filter(|e| e.tag == want)
-                .map(|e| e.ip)
-                .collect();
-            let mut verified = Vec::with_capacity(candidates.len());
-            let mut contradicted = false;
-            for ip in candidates {
-                match self.read_holder(ip) {
-                    Some(h) if h.is(att, legacy) => verified.push(ip),
-                    _ => contradicted = true,
-                }
-            }
-            if !contradicted || attempt == 1 {
-                return Ok(verified);
-            }
-            self.rescan()?;
-        }
-        Ok(vec![])
-    }
-
     /// Writes the index if it changed; a failure only costs the next caller a scan.
     fn flush(&mut self) {
         if !self.changed {
@@ -356,19 +325,33 @@ impl Store for DiskStore {
         self.taken.as_ref().is_some_and(|t| t.contains(&ip))
     }
 
-    fn ips_of(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError> {
-        let mut ips = self.matching(att, false)?;
-        ips.extend(self.matching(att, true)?);
-        Ok(ips)
-    }
-
-    fn release(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError> {
-        for legacy in [false, true] {
-            let ips = self.matching(att, legacy)?;
-            if !ips.is_empty() {
-                self.release_ips(&ips)?;
-                return Ok(ips);
+    /// The index's candidates, verified against the lease files; a lookup the files
+    /// contradict means the index is wrong: rescan once.
+    fn held_by(&mut self, att: &Attachment, legacy: bool) -> Result<Vec<IpAddr>, StoreError> {
+        let want = if legacy {
+            Tag::legacy(att)
+        } else {
+            Tag::attachment(att)
+        };
+        for attempt in 0..2 {
+            let candidates: Vec<IpAddr> = self
+                .entries
+                .iter()
+                .filter(|e| e.tag == want)
+                .map(|e| e.ip)
+                .collect();
+            let mut verified = Vec::with_capacity(candidates.len());
+            let mut contradicted = false;
+            for ip in candidates {
+                match self.read_holder(ip) {
+                    Some(h) if h.is(att, legacy) => verified.push(ip),
+                    _ => contradicted = true,
+                }
             }
+            if !contradicted || attempt == 1 {
+                return Ok(verified);
+            }
+            self.rescan()?;
         }
         Ok(vec![])
     }

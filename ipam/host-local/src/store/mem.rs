@@ -35,29 +35,13 @@ impl Store for MemStore {
         self.files.contains_key(&ip)
     }
 
-    fn ips_of(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError> {
+    fn held_by(&mut self, att: &Attachment, legacy: bool) -> Result<Vec<IpAddr>, StoreError> {
         Ok(self
             .files
             .iter()
-            .filter(|(_, h)| h.is(att, false) || h.is(att, true))
+            .filter(|(_, h)| h.is(att, legacy))
             .map(|(ip, _)| *ip)
             .collect())
-    }
-
-    fn release(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError> {
-        for legacy in [false, true] {
-            let ips: Vec<IpAddr> = self
-                .files
-                .iter()
-                .filter(|(_, h)| h.is(att, legacy))
-                .map(|(ip, _)| *ip)
-                .collect();
-            if !ips.is_empty() {
-                self.release_ips(&ips)?;
-                return Ok(ips);
-            }
-        }
-        Ok(vec![])
     }
 
     fn release_ips(&mut self, ips: &[IpAddr]) -> Result<(), StoreError> {

@@ -121,18 +121,36 @@ pub trait Store {
     fn last_reserved(&mut self, set: usize) -> Option<IpAddr>;
     /// A fast "certainly taken" hint for the allocator's walk (false means "try it").
     fn is_taken(&mut self, ip: IpAddr) -> bool;
-    /// The addresses `att` holds, including legacy ID-only files of its container
-    /// (the reference's duplicate check).
-    fn ips_of(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError>;
-    /// Releases every address of `att`; legacy ID-only files only when it has none in
-    /// the current format (the reference's DEL). Returns what was released.
-    fn release(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError>;
+    /// The addresses whose holder [`is`](Holder::is) `att` (with `legacy`: its
+    /// container's ID-only files).
+    fn held_by(&mut self, att: &Attachment, legacy: bool) -> Result<Vec<IpAddr>, StoreError>;
     /// Releases these addresses (ADD rollback, GC).
     fn release_ips(&mut self, ips: &[IpAddr]) -> Result<(), StoreError>;
     /// Every allocated address (cheap: STATUS).
     fn allocated(&mut self) -> Result<Vec<IpAddr>, StoreError>;
     /// Every allocation with its holder, read fresh (GC).
     fn holders(&mut self) -> Result<Vec<(IpAddr, Holder)>, StoreError>;
+
+    /// The addresses `att` holds, including legacy ID-only files of its container
+    /// (the reference's duplicate check).
+    fn ips_of(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError> {
+        let mut ips = self.held_by(att, false)?;
+        ips.extend(self.held_by(att, true)?);
+        Ok(ips)
+    }
+
+    /// Releases every address of `att`; legacy ID-only files only when it has none in
+    /// the current format (the reference's DEL). Returns what was released.
+    fn release(&mut self, att: &Attachment) -> Result<Vec<IpAddr>, StoreError> {
+        for legacy in [false, true] {
+            let ips = self.held_by(att, legacy)?;
+            if !ips.is_empty() {
+                self.release_ips(&ips)?;
+                return Ok(ips);
+            }
+        }
+        Ok(vec![])
+    }
 }
 
 #[cfg(test)]
