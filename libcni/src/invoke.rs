@@ -32,6 +32,13 @@ pub fn find_in_path(plugin: &str, paths: &[PathBuf]) -> Result<PathBuf, Error> {
         })
 }
 
+/// The directories of a CNI_PATH value (`:`-separated, empty entries skipped).
+pub fn split_cni_path(cni_path: &str) -> Vec<PathBuf> {
+    std::env::split_paths(cni_path)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect()
+}
+
 /// How many times exec is retried while the binary is being replaced ("text file busy").
 const BUSY_RETRIES: u32 = 5;
 
@@ -150,10 +157,7 @@ pub struct Delegate<'a> {
 
 impl Delegate<'_> {
     fn find(&self) -> Result<PathBuf, Error> {
-        let paths: Vec<PathBuf> = std::env::split_paths(self.cni_path)
-            .filter(|p| !p.as_os_str().is_empty())
-            .collect();
-        find_in_path(self.plugin_type, &paths)
+        find_in_path(self.plugin_type, &split_cni_path(self.cni_path))
     }
 
     pub fn add(&self) -> Result<CniResult, Error> {

@@ -16,19 +16,11 @@ pub struct CmdArgs {
     pub ifname: String,
     /// Raw CNI_ARGS; see [`crate::args`].
     pub args: String,
-    /// Raw CNI_PATH (`:`-separated).
+    /// Raw CNI_PATH (`:`-separated; see [`crate::invoke::split_cni_path`]).
     pub path: String,
     pub stdin_data: Vec<u8>,
     /// The config's `cniVersion` (empty in the config reads as 0.1.0).
     pub config_version: String,
-}
-
-impl CmdArgs {
-    pub fn cni_paths(&self) -> Vec<std::path::PathBuf> {
-        std::env::split_paths(&self.path)
-            .filter(|p| !p.as_os_str().is_empty())
-            .collect()
-    }
 }
 
 /// A plugin's verbs. ADD returns its result; skel prints it at the config's version.
