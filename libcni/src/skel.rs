@@ -322,19 +322,9 @@ fn netns_override(v: &str) -> bool {
 
 /// Refuses a CNI_NETNS that is the plugin's own namespace: ADD would configure, and DEL
 /// would delete, interfaces of the host. Checked before the verb runs (Go checks after);
-/// a path that cannot be read is left to the plugin (DEL must tolerate it).
+/// a path that cannot be opened as a netns is left to the plugin (DEL must tolerate it).
 fn refuse_own_netns(netns: &str) -> Result<(), Error> {
-    use std::os::unix::fs::MetadataExt;
-    if netns.is_empty() {
-        return Ok(());
-    }
-    let (Ok(target), Ok(own)) = (
-        std::fs::metadata(netns),
-        std::fs::metadata("/proc/self/ns/net"),
-    ) else {
-        return Ok(());
-    };
-    if target.dev() == own.dev() && target.ino() == own.ino() {
+    if !netns.is_empty() && crate::netns::is_current_netns(netns).unwrap_or(false) {
         return Err(Error::new(
             code::INVALID_NETNS,
             "plugin's netns and netns from CNI_NETNS should not be the same",

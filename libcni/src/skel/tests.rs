@@ -431,6 +431,16 @@ fn refuses_the_plugins_own_netns_unless_overridden() {
         )
     );
     assert!(p.calls.borrow().is_empty());
+    // DEL and CHECK are refused the same way.
+    for verb in ["DEL", "CHECK"] {
+        env.insert("CNI_COMMAND".into(), verb.into());
+        assert_eq!(call(&Recorder::default(), &env, CONF_1_1).error().code, 8);
+    }
     env.insert("CNI_NETNS_OVERRIDE".into(), "true".into());
+    assert_eq!(call(&Recorder::default(), &env, CONF_1_1).status, 0);
+    // A path that exists but is not our netns is left to the plugin.
+    env.remove("CNI_NETNS_OVERRIDE");
+    let exe = std::env::current_exe().unwrap();
+    env.insert("CNI_NETNS".into(), exe.display().to_string());
     assert_eq!(call(&Recorder::default(), &env, CONF_1_1).status, 0);
 }
