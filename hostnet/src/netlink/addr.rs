@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use ipnetwork::IpNetwork;
-use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL};
+use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage, AddressScope,
 };
@@ -84,39 +84,27 @@ fn address_message(index: u32, addr: IpNetwork) -> AddressMessage {
 }
 
 impl Netlink {
-    fn address_messages(&self) -> Result<Vec<AddressMessage>, NetlinkError> {
-        let answers = self.request(
-            &|| "list addresses".into(),
-            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
-            NLM_F_DUMP,
-        )?;
-        Ok(answers
-            .into_iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewAddress(a) => Some(a),
-                _ => None,
-            })
-            .collect())
-    }
-
     /// Addresses of link `index`, or of all links when `None`.
     pub fn addresses(&self, index: Option<u32>) -> Result<Vec<Address>, NetlinkError> {
-        Ok(self
-            .address_messages()?
-            .iter()
-            .filter(|m| index.is_none_or(|i| m.header.index == i))
-            .filter_map(Address::from_message)
-            .collect())
+        self.dump(
+            &|| "list addresses".into(),
+            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+            |m| match m {
+                RouteNetlinkMessage::NewAddress(a) if index.is_none_or(|i| a.header.index == i) => {
+                    Address::from_message(&a)
+                }
+                _ => None,
+            },
+        )
     }
 
     /// `ip addr add ADDR dev IDX`; EEXIST ([`NetlinkError::is_exists`]) if present.
     pub fn add_address(&self, index: u32, addr: IpNetwork) -> Result<(), NetlinkError> {
-        self.request(
+        self.ack(
             &|| format!("add address {addr} to link {index}"),
             RouteNetlinkMessage::NewAddress(address_message(index, addr)),
-            NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+            NLM_F_CREATE | NLM_F_EXCL,
         )
-        .map(drop)
     }
 
     /// `ip addr add ADDR dev IDX nodad`: an IPv6 address usable at once, skipping DAD
@@ -127,22 +115,20 @@ impl Netlink {
             msg.attributes
                 .push(AddressAttribute::Flags(AddressFlags::Nodad));
         }
-        self.request(
+        self.ack(
             &|| format!("add address {addr} nodad to link {index}"),
             RouteNetlinkMessage::NewAddress(msg),
-            NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+            NLM_F_CREATE | NLM_F_EXCL,
         )
-        .map(drop)
     }
 
     /// `ip addr del ADDR dev IDX`; EADDRNOTAVAIL ([`NetlinkError::is_not_found`]) if absent.
     pub fn del_address(&self, index: u32, addr: IpNetwork) -> Result<(), NetlinkError> {
-        self.request(
+        self.ack(
             &|| format!("delete address {addr} from link {index}"),
             RouteNetlinkMessage::DelAddress(address_message(index, addr)),
-            NLM_F_ACK,
+            0,
         )
-        .map(drop)
     }
 
     /// Waits (polling every 50 ms) until no IPv6 address on link `index` is

@@ -3,7 +3,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
-use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL};
+use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::{
     InfoBridgePort, InfoData, InfoKind, InfoPortData, InfoPortKind, InfoVeth, LinkAttribute,
@@ -151,18 +151,14 @@ impl Netlink {
 
     /// All links of this namespace.
     pub fn links(&self) -> Result<Vec<Link>, NetlinkError> {
-        let answers = self.request(
+        self.dump(
             &|| "list links".into(),
             RouteNetlinkMessage::GetLink(LinkMessage::default()),
-            NLM_F_DUMP,
-        )?;
-        Ok(answers
-            .iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewLink(l) => Some(Link::from_message(l)),
+            |m| match m {
+                RouteNetlinkMessage::NewLink(l) => Some(Link::from_message(&l)),
                 _ => None,
-            })
-            .collect())
+            },
+        )
     }
 
     fn new_link(
@@ -171,18 +167,12 @@ impl Netlink {
         msg: LinkMessage,
         create: bool,
     ) -> Result<(), NetlinkError> {
-        let flags = if create {
-            NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
-        } else {
-            NLM_F_ACK
-        };
-        self.request(op, RouteNetlinkMessage::NewLink(msg), flags)
-            .map(drop)
+        let flags = if create { NLM_F_CREATE | NLM_F_EXCL } else { 0 };
+        self.ack(op, RouteNetlinkMessage::NewLink(msg), flags)
     }
 
     fn set_link(&self, op: &dyn Fn() -> String, msg: LinkMessage) -> Result<(), NetlinkError> {
-        self.request(op, RouteNetlinkMessage::SetLink(msg), NLM_F_ACK)
-            .map(drop)
+        self.ack(op, RouteNetlinkMessage::SetLink(msg), 0)
     }
 
     /// `ip link add NAME [mtu MTU] type bridge`. Fails with EEXIST
@@ -314,12 +304,11 @@ impl Netlink {
 
     /// `ip link del IDX`. Deleting either veth end removes the pair.
     pub fn delete_link(&self, index: u32) -> Result<(), NetlinkError> {
-        self.request(
+        self.ack(
             &|| format!("delete link {index}"),
             RouteNetlinkMessage::DelLink(indexed(index)),
-            NLM_F_ACK,
+            0,
         )
-        .map(drop)
     }
 
     /// Polls the link's operational state with sleeps of 0, 50, 500, 1000 and

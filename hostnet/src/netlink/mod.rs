@@ -29,7 +29,7 @@ use std::sync::{Mutex, OnceLock};
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
 use rtnetlink::packet_core::{
-    NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
+    NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
@@ -37,7 +37,7 @@ pub use addr::Address;
 pub use error::NetlinkError;
 pub use link::Link;
 pub use route::{IpFamily, MAIN_TABLE, Route, RouteSpec};
-pub use vlan::{PortVlan, bridge_vlan_dump_message, bridge_vlan_message, vlan_filtering_message};
+pub use vlan::PortVlan;
 
 /// Attempts for a dump the kernel marks inconsistent (`NLM_F_DUMP_INTR`),
 /// as the Go `netlinksafe` package does.
@@ -151,5 +151,26 @@ impl Netlink {
             }
         }
         Err(NetlinkError::os(op(), nix::libc::EINTR))
+    }
+
+    /// A change request (`NLM_F_ACK` plus `flags`); the answer is only the ACK.
+    fn ack(
+        &self,
+        op: &dyn Fn() -> String,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<(), NetlinkError> {
+        self.request(op, msg, NLM_F_ACK | flags).map(drop)
+    }
+
+    /// A dump request; `pick` keeps the answers of the wanted kind.
+    fn dump<T>(
+        &self,
+        op: &dyn Fn() -> String,
+        msg: RouteNetlinkMessage,
+        pick: impl FnMut(RouteNetlinkMessage) -> Option<T>,
+    ) -> Result<Vec<T>, NetlinkError> {
+        let answers = self.request(op, msg, NLM_F_DUMP)?;
+        Ok(answers.into_iter().filter_map(pick).collect())
     }
 }

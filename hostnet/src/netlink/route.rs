@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnetwork::IpNetwork;
-use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP};
+use rtnetlink::packet_core::NLM_F_CREATE;
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
@@ -153,20 +153,16 @@ impl Netlink {
     pub fn routes(&self, family: IpFamily) -> Result<Vec<Route>, NetlinkError> {
         let mut msg = RouteMessage::default();
         msg.header.address_family = family.netlink();
-        let answers = self.request(
+        self.dump(
             &|| "list routes".into(),
             RouteNetlinkMessage::GetRoute(msg),
-            NLM_F_DUMP,
-        )?;
-        Ok(answers
-            .iter()
-            .filter_map(|m| match m {
+            |m| match m {
                 RouteNetlinkMessage::NewRoute(r) if r.header.kind == RouteType::Unicast => {
-                    Route::from_message(r)
+                    Route::from_message(&r)
                 }
                 _ => None,
-            })
-            .collect())
+            },
+        )
     }
 
     /// Adds a route with `NLM_F_CREATE` and without `NLM_F_EXCL`, as Go's
@@ -182,21 +178,19 @@ impl Netlink {
             }
             s
         };
-        self.request(
+        self.ack(
             &op,
             RouteNetlinkMessage::NewRoute(route_message(spec)),
-            NLM_F_ACK | NLM_F_CREATE,
+            NLM_F_CREATE,
         )
-        .map(drop)
     }
 
     /// Deletes the route matching `spec` (ESRCH, [`NetlinkError::is_not_found`], if none).
     pub fn del_route(&self, spec: &RouteSpec) -> Result<(), NetlinkError> {
-        self.request(
+        self.ack(
             &|| format!("delete route {}", spec.dst),
             RouteNetlinkMessage::DelRoute(route_message(spec)),
-            NLM_F_ACK,
+            0,
         )
-        .map(drop)
     }
 }

@@ -2,7 +2,6 @@
 //! `vlan_filtering`, so the messages are unit-tested byte for byte and the
 //! sending methods are untested against a kernel.
 
-use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_DUMP};
 use rtnetlink::packet_route::link::{
     AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoData, InfoKind,
     LinkAttribute, LinkExtentMask, LinkInfo, LinkMessage,
@@ -15,7 +14,7 @@ use super::{Netlink, NetlinkError};
 /// family AF_BRIDGE, `IFLA_AF_SPEC { IFLA_BRIDGE_FLAGS = BRIDGE_FLAGS_MASTER,
 /// IFLA_BRIDGE_VLAN_INFO { flags, vid } }`. Sent as RTM_SETLINK to add and
 /// RTM_DELLINK to delete, as iproute2 and Go's `BridgeVlanAdd/Del` do.
-pub fn bridge_vlan_message(port: u32, vid: u16, pvid: bool, untagged: bool) -> LinkMessage {
+pub(super) fn bridge_vlan_message(port: u32, vid: u16, pvid: bool, untagged: bool) -> LinkMessage {
     let mut flags = BridgeVlanInfoFlags::empty();
     if pvid {
         flags |= BridgeVlanInfoFlags::Pvid;
@@ -35,7 +34,7 @@ pub fn bridge_vlan_message(port: u32, vid: u16, pvid: bool, untagged: bool) -> L
 
 /// The body of `ip link set BRIDGE type bridge vlan_filtering 0|1`, to be
 /// sent as RTM_NEWLINK (the kernel ignores link-kind data in RTM_SETLINK).
-pub fn vlan_filtering_message(bridge: u32, on: bool) -> LinkMessage {
+pub(super) fn vlan_filtering_message(bridge: u32, on: bool) -> LinkMessage {
     let mut msg = LinkMessage::default();
     msg.header.index = bridge;
     msg.attributes.push(LinkAttribute::LinkInfo(vec![
@@ -55,7 +54,7 @@ pub struct PortVlan {
 
 /// The body of the `bridge vlan show` dump request: AF_BRIDGE with
 /// `IFLA_EXT_MASK = RTEXT_FILTER_BRVLAN` (one entry per VID, no ranges).
-pub fn bridge_vlan_dump_message() -> LinkMessage {
+pub(super) fn bridge_vlan_dump_message() -> LinkMessage {
     let mut msg = LinkMessage::default();
     msg.header.interface_family = AddressFamily::Bridge;
     msg.attributes
@@ -86,19 +85,15 @@ impl Netlink {
     /// Go's `removeDefaultVlan` deletes. On a kernel without bridge VLAN
     /// support, as here, the list is empty.
     pub fn bridge_vlans(&self, port: u32) -> Result<Vec<PortVlan>, NetlinkError> {
-        let answers = self.request(
+        let ports = self.dump(
             &|| format!("list VLANs of bridge port {port}"),
             RouteNetlinkMessage::GetLink(bridge_vlan_dump_message()),
-            NLM_F_DUMP,
-        )?;
-        Ok(answers
-            .iter()
-            .filter_map(|m| match m {
+            |m| match m {
                 RouteNetlinkMessage::NewLink(l) if l.header.index == port => Some(l),
                 _ => None,
-            })
-            .flat_map(port_vlans)
-            .collect())
+            },
+        )?;
+        Ok(ports.iter().flat_map(port_vlans).collect())
     }
 
     /// `bridge vlan add dev PORT vid VID [pvid] [untagged] master`.
@@ -110,33 +105,30 @@ impl Netlink {
         pvid: bool,
         untagged: bool,
     ) -> Result<(), NetlinkError> {
-        self.request(
+        self.ack(
             &|| format!("add VLAN {vid} to bridge port {port}"),
             RouteNetlinkMessage::SetLink(bridge_vlan_message(port, vid, pvid, untagged)),
-            NLM_F_ACK,
+            0,
         )
-        .map(drop)
     }
 
     /// `bridge vlan del dev PORT vid VID master`.
     /// Not exercised against a kernel here (no vlan_filtering support).
     pub fn bridge_vlan_del(&self, port: u32, vid: u16) -> Result<(), NetlinkError> {
-        self.request(
+        self.ack(
             &|| format!("delete VLAN {vid} from bridge port {port}"),
             RouteNetlinkMessage::DelLink(bridge_vlan_message(port, vid, false, false)),
-            NLM_F_ACK,
+            0,
         )
-        .map(drop)
     }
 
     /// `ip link set BRIDGE type bridge vlan_filtering 0|1`.
     /// Not exercised against a kernel here: this kernel answers EOPNOTSUPP.
     pub fn set_vlan_filtering(&self, bridge: u32, on: bool) -> Result<(), NetlinkError> {
-        self.request(
+        self.ack(
             &|| format!("set vlan_filtering on bridge {bridge}"),
             RouteNetlinkMessage::NewLink(vlan_filtering_message(bridge, on)),
-            NLM_F_ACK,
+            0,
         )
-        .map(drop)
     }
 }

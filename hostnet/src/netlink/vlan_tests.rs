@@ -3,7 +3,7 @@
 use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_REQUEST, NetlinkMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
-use super::{bridge_vlan_dump_message, bridge_vlan_message, vlan_filtering_message};
+use super::vlan::{bridge_vlan_dump_message, bridge_vlan_message, vlan_filtering_message};
 
 fn wire(msg: RouteNetlinkMessage) -> Vec<u8> {
     let mut m = NetlinkMessage::from(msg);
