@@ -4,3 +4,6 @@
 pub mod firewall;
 pub mod netlink;
 pub mod sysctl;
+
+#[cfg(test)]
+mod testnet;

@@ -9,32 +9,28 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use ipnetwork::IpNetwork;
-use nix::sched::{CloneFlags, unshare};
+use nix::sched::CloneFlags;
 
 use super::{IpFamily, Netlink, RouteSpec};
 use crate::sysctl;
+use crate::testnet::{in_netns, new_netns};
 use libcni::testutil::privileged;
 
-/// Runs `f` on a new thread inside a new, empty network namespace.
-fn in_new_netns(f: impl FnOnce() + Send) {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            unshare(CloneFlags::CLONE_NEWNET).unwrap();
-            f()
-        })
-        .join()
-        .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    })
+/// When privileged, runs `f` with a connection into a new, empty network
+/// namespace (the fake host), on a thread of its own.
+fn host_test(name: &str, f: impl FnOnce(&Netlink) + Send) {
+    if privileged(name) {
+        in_netns(|| f(&Netlink::current().unwrap()));
+    }
 }
 
-/// A new network namespace, kept alive by the returned fd only.
-fn new_netns() -> File {
-    std::thread::spawn(|| {
-        unshare(CloneFlags::CLONE_NEWNET).unwrap();
-        File::open("/proc/thread-self/ns/net").unwrap()
+/// [`host_test`] plus a second namespace (the container) and a connection into it.
+fn host_ctr_test(name: &str, f: impl FnOnce(&Netlink, &File, &Netlink) + Send) {
+    host_test(name, |host| {
+        let ctr_ns = new_netns();
+        let ctr = Netlink::in_netns(ctr_ns.as_fd()).unwrap();
+        f(host, &ctr_ns, &ctr)
     })
-    .join()
-    .unwrap()
 }
 
 fn net(s: &str) -> IpNetwork {
@@ -60,11 +56,7 @@ fn veth_pair_up(host: &Netlink, ctr_ns: &File, ctr: &Netlink) -> (u32, u32) {
 
 #[test]
 fn bridge_create_exists_and_lookup() {
-    if !privileged("bridge_create_exists_and_lookup") {
-        return;
-    }
-    in_new_netns(|| {
-        let nl = Netlink::current().unwrap();
+    host_test("bridge_create_exists_and_lookup", |nl| {
         nl.create_bridge("br0", Some(1400)).unwrap();
         let br = nl.link_by_name("br0").unwrap().unwrap();
         assert_eq!(br.kind.as_deref(), Some("bridge"));
@@ -109,86 +101,77 @@ fn bridge_create_exists_and_lookup() {
 
 #[test]
 fn veth_born_in_container_with_bridge_port_options() {
-    if !privileged("veth_born_in_container_with_bridge_port_options") {
-        return;
-    }
-    in_new_netns(|| {
-        let host = Netlink::current().unwrap();
-        let ctr_ns = new_netns();
-        let ctr = Netlink::in_netns(ctr_ns.as_fd()).unwrap();
+    host_ctr_test(
+        "veth_born_in_container_with_bridge_port_options",
+        |host, ctr_ns, ctr| {
+            host.create_veth("veth0", "eth0", Some(1400), Some(MAC), ctr_ns.as_fd())
+                .unwrap();
+            let h = host.link_by_name("veth0").unwrap().unwrap();
+            let c = ctr.link_by_name("eth0").unwrap().unwrap();
+            assert_eq!(
+                host.link_by_name("eth0").unwrap(),
+                None,
+                "peer must not appear in the host"
+            );
+            assert_eq!(ctr.link_by_name("veth0").unwrap(), None);
+            assert_eq!(h.kind.as_deref(), Some("veth"));
+            assert_eq!(c.kind.as_deref(), Some("veth"));
+            assert_eq!((h.mtu, c.mtu), (1400, 1400));
+            assert_eq!(c.mac, Some(MAC));
+            assert_eq!(c.peer_index, Some(h.index));
+            assert_eq!(h.peer_index, Some(c.index));
+            assert_eq!((h.master, h.hairpin, h.isolated), (None, None, None));
 
-        host.create_veth("veth0", "eth0", Some(1400), Some(MAC), ctr_ns.as_fd())
-            .unwrap();
-        let h = host.link_by_name("veth0").unwrap().unwrap();
-        let c = ctr.link_by_name("eth0").unwrap().unwrap();
-        assert_eq!(
-            host.link_by_name("eth0").unwrap(),
-            None,
-            "peer must not appear in the host"
-        );
-        assert_eq!(ctr.link_by_name("veth0").unwrap(), None);
-        assert_eq!(h.kind.as_deref(), Some("veth"));
-        assert_eq!(c.kind.as_deref(), Some("veth"));
-        assert_eq!((h.mtu, c.mtu), (1400, 1400));
-        assert_eq!(c.mac, Some(MAC));
-        assert_eq!(c.peer_index, Some(h.index));
-        assert_eq!(h.peer_index, Some(c.index));
-        assert_eq!((h.master, h.hairpin, h.isolated), (None, None, None));
+            let err = host
+                .create_veth("veth0", "eth1", None, None, ctr_ns.as_fd())
+                .unwrap_err();
+            assert!(err.is_exists(), "{err}");
+            let err = host
+                .create_veth("veth1", "eth0", None, None, ctr_ns.as_fd())
+                .unwrap_err();
+            assert!(err.is_exists(), "container name taken: {err}");
 
-        let err = host
-            .create_veth("veth0", "eth1", None, None, ctr_ns.as_fd())
-            .unwrap_err();
-        assert!(err.is_exists(), "{err}");
-        let err = host
-            .create_veth("veth1", "eth0", None, None, ctr_ns.as_fd())
-            .unwrap_err();
-        assert!(err.is_exists(), "container name taken: {err}");
+            host.create_bridge("br0", None).unwrap();
+            let br = host.link_by_name("br0").unwrap().unwrap().index;
+            host.set_master(h.index, br).unwrap();
+            let port = host.link_by_index(h.index).unwrap();
+            assert_eq!(port.master, Some(br));
+            assert_eq!((port.hairpin, port.isolated), (Some(false), Some(false)));
 
-        host.create_bridge("br0", None).unwrap();
-        let br = host.link_by_name("br0").unwrap().unwrap().index;
-        host.set_master(h.index, br).unwrap();
-        let port = host.link_by_index(h.index).unwrap();
-        assert_eq!(port.master, Some(br));
-        assert_eq!((port.hairpin, port.isolated), (Some(false), Some(false)));
+            host.set_port_options(h.index, Some(true), None).unwrap();
+            let port = host.link_by_index(h.index).unwrap();
+            assert_eq!((port.hairpin, port.isolated), (Some(true), Some(false)));
+            host.set_port_options(h.index, None, Some(true)).unwrap();
+            let port = host.link_by_index(h.index).unwrap();
+            assert_eq!((port.hairpin, port.isolated), (Some(true), Some(true)));
 
-        host.set_port_options(h.index, Some(true), None).unwrap();
-        let port = host.link_by_index(h.index).unwrap();
-        assert_eq!((port.hairpin, port.isolated), (Some(true), Some(false)));
-        host.set_port_options(h.index, None, Some(true)).unwrap();
-        let port = host.link_by_index(h.index).unwrap();
-        assert_eq!((port.hairpin, port.isolated), (Some(true), Some(true)));
+            // This kernel has no bridge VLAN support: the dump works but is empty,
+            // and adding a VLAN is refused.
+            assert_eq!(host.bridge_vlans(h.index).unwrap(), []);
+            let err = host.bridge_vlan_add(h.index, 5, true, true).unwrap_err();
+            assert_eq!(err.errno(), Some(nix::libc::EOPNOTSUPP), "{err}");
 
-        // This kernel has no bridge VLAN support: the dump works but is empty,
-        // and adding a VLAN is refused.
-        assert_eq!(host.bridge_vlans(h.index).unwrap(), []);
-        let err = host.bridge_vlan_add(h.index, 5, true, true).unwrap_err();
-        assert_eq!(err.errno(), Some(nix::libc::EOPNOTSUPP), "{err}");
+            // Both ends up: the host end reaches oper state up.
+            host.set_up(br).unwrap();
+            host.set_up(h.index).unwrap();
+            ctr.set_up(c.index).unwrap();
+            let up = host.wait_oper_up(h.index).unwrap();
+            assert_eq!(up.oper_state, "up");
 
-        // Both ends up: the host end reaches oper state up.
-        host.set_up(br).unwrap();
-        host.set_up(h.index).unwrap();
-        ctr.set_up(c.index).unwrap();
-        let up = host.wait_oper_up(h.index).unwrap();
-        assert_eq!(up.oper_state, "up");
-
-        host.delete_link(h.index).unwrap();
-        assert_eq!(host.link_by_name("veth0").unwrap(), None);
-        assert_eq!(
-            ctr.link_by_name("eth0").unwrap(),
-            None,
-            "peer goes with the pair"
-        );
-    });
+            host.delete_link(h.index).unwrap();
+            assert_eq!(host.link_by_name("veth0").unwrap(), None);
+            assert_eq!(
+                ctr.link_by_name("eth0").unwrap(),
+                None,
+                "peer goes with the pair"
+            );
+        },
+    );
 }
 
 #[test]
 fn wait_oper_up_reports_final_state() {
-    if !privileged("wait_oper_up_reports_final_state") {
-        return;
-    }
-    in_new_netns(|| {
-        let host = Netlink::current().unwrap();
-        let ctr_ns = new_netns();
+    host_ctr_test("wait_oper_up_reports_final_state", |host, ctr_ns, _| {
         host.create_veth("veth0", "eth0", None, None, ctr_ns.as_fd())
             .unwrap();
         let h = host.link_by_name("veth0").unwrap().unwrap().index;
@@ -206,11 +189,7 @@ fn wait_oper_up_reports_final_state() {
 
 #[test]
 fn ipv4_addresses_with_broadcast() {
-    if !privileged("ipv4_addresses_with_broadcast") {
-        return;
-    }
-    in_new_netns(|| {
-        let nl = Netlink::current().unwrap();
+    host_test("ipv4_addresses_with_broadcast", |nl| {
         nl.create_bridge("br0", None).unwrap();
         let br = nl.link_by_name("br0").unwrap().unwrap().index;
 
@@ -247,13 +226,7 @@ fn ipv4_addresses_with_broadcast() {
 
 #[test]
 fn ipv6_addresses_settle() {
-    if !privileged("ipv6_addresses_settle") {
-        return;
-    }
-    in_new_netns(|| {
-        let host = Netlink::current().unwrap();
-        let ctr_ns = new_netns();
-        let ctr = Netlink::in_netns(ctr_ns.as_fd()).unwrap();
+    host_ctr_test("ipv6_addresses_settle", |host, ctr_ns, ctr| {
         host.create_veth("veth0", "eth0", None, None, ctr_ns.as_fd())
             .unwrap();
         // accept_dad=0 before the link goes up, so that its link-local
@@ -301,14 +274,8 @@ fn ipv6_addresses_settle() {
 
 #[test]
 fn nodad_address_is_never_tentative() {
-    if !privileged("nodad_address_is_never_tentative") {
-        return;
-    }
-    in_new_netns(|| {
-        let host = Netlink::current().unwrap();
-        let ctr_ns = new_netns();
-        let ctr = Netlink::in_netns(ctr_ns.as_fd()).unwrap();
-        let (h, _) = veth_pair_up(&host, &ctr_ns, &ctr);
+    host_ctr_test("nodad_address_is_never_tentative", |host, ctr_ns, ctr| {
+        let (h, _) = veth_pair_up(host, ctr_ns, ctr);
         assert_eq!(sysctl::read("net.ipv6.conf.veth0.accept_dad").unwrap(), "1");
         host.add_address_nodad(h, net("fd00:5::1/64")).unwrap();
         host.add_address_nodad(h, net("10.5.0.1/24")).unwrap();
@@ -323,14 +290,8 @@ fn nodad_address_is_never_tentative() {
 
 #[test]
 fn ipv6_dad_failure_is_reported() {
-    if !privileged("ipv6_dad_failure_is_reported") {
-        return;
-    }
-    in_new_netns(|| {
-        let host = Netlink::current().unwrap();
-        let ctr_ns = new_netns();
-        let ctr = Netlink::in_netns(ctr_ns.as_fd()).unwrap();
-        let (h, c) = veth_pair_up(&host, &ctr_ns, &ctr);
+    host_ctr_test("ipv6_dad_failure_is_reported", |host, ctr_ns, ctr| {
+        let (h, c) = veth_pair_up(host, ctr_ns, ctr);
         // The container side owns the address without DAD; the host's DAD then fails.
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -354,122 +315,115 @@ fn ipv6_dad_failure_is_reported() {
 
 #[test]
 fn routes_default_ecmp_table_scope_priority() {
-    if !privileged("routes_default_ecmp_table_scope_priority") {
-        return;
-    }
-    in_new_netns(|| {
-        let host = Netlink::current().unwrap();
-        let ctr_ns = new_netns();
-        let ctr = Netlink::in_netns(ctr_ns.as_fd()).unwrap();
-        let (h, _) = veth_pair_up(&host, &ctr_ns, &ctr);
-        sysctl::write("net.ipv6.conf.veth0.accept_dad", "0").unwrap();
-        host.add_address(h, net("10.9.0.2/24")).unwrap();
-        host.add_address(h, net("fd00:9::2/64")).unwrap();
+    host_ctr_test(
+        "routes_default_ecmp_table_scope_priority",
+        |host, ctr_ns, ctr| {
+            let (h, _) = veth_pair_up(host, ctr_ns, ctr);
+            sysctl::write("net.ipv6.conf.veth0.accept_dad", "0").unwrap();
+            host.add_address(h, net("10.9.0.2/24")).unwrap();
+            host.add_address(h, net("fd00:9::2/64")).unwrap();
 
-        let default = |gw: &str| RouteSpec {
-            dst: if gw.contains(':') {
-                net("::/0")
-            } else {
-                net("0.0.0.0/0")
-            },
-            gateway: Some(ip(gw)),
-            oif: Some(h),
-            priority: None,
-            table: None,
-            scope: None,
-        };
+            let default = |gw: &str| RouteSpec {
+                dst: if gw.contains(':') {
+                    net("::/0")
+                } else {
+                    net("0.0.0.0/0")
+                },
+                gateway: Some(ip(gw)),
+                oif: Some(h),
+                priority: None,
+                table: None,
+                scope: None,
+            };
 
-        // IPv4: a default route via a gateway, then a second gateway.
-        host.add_route(&default("10.9.0.1")).unwrap();
-        let err = host.add_route(&default("10.9.0.1")).unwrap_err();
-        assert!(err.is_exists(), "identical route: {err}");
-        host.add_route(&default("10.9.0.254")).unwrap();
-        let v4: Vec<_> = host
-            .routes(IpFamily::V4)
-            .unwrap()
-            .into_iter()
-            .filter(|r| r.dst == net("0.0.0.0/0"))
-            .collect();
-        // IPv4 keeps two separate routes for the same destination, and
-        // without NLM_F_APPEND the kernel puts the newer one first.
-        let gws: Vec<_> = v4.iter().map(|r| r.gateway).collect();
-        assert_eq!(
-            gws,
-            [Some(ip("10.9.0.254")), Some(ip("10.9.0.1"))],
-            "{v4:?}"
-        );
-        assert!(
-            v4.iter()
-                .all(|r| r.table == 254 && r.scope == 0 && r.oif == Some(h))
-        );
-
-        // IPv6: the second gateway joins the first as one multipath route.
-        host.add_route(&default("fd00:9::1")).unwrap();
-        host.add_route(&default("fd00:9::fe")).unwrap();
-        let err = host.add_route(&default("fd00:9::fe")).unwrap_err();
-        assert!(err.is_exists(), "identical v6 route: {err}");
-        let v6: Vec<_> = host
-            .routes(IpFamily::V6)
-            .unwrap()
-            .into_iter()
-            .filter(|r| r.dst == net("::/0"))
-            .collect();
-        assert_eq!(v6.len(), 1, "{v6:?}");
-        assert_eq!(
-            v6[0].multipath_gateways,
-            [ip("fd00:9::1"), ip("fd00:9::fe")]
-        );
-
-        // Table, scope and priority.
-        let spec = RouteSpec {
-            dst: net("192.168.50.0/24"),
-            gateway: None,
-            oif: Some(h),
-            priority: Some(50),
-            table: Some(100),
-            scope: Some(253),
-        };
-        host.add_route(&spec).unwrap();
-        let r = host.routes(IpFamily::V4).unwrap();
-        let r = r.iter().find(|r| r.dst == net("192.168.50.0/24")).unwrap();
-        assert_eq!(
-            (r.table, r.scope, r.priority, r.gateway),
-            (100, 253, Some(50), None)
-        );
-
-        let high = RouteSpec {
-            table: Some(1000),
-            dst: net("192.168.60.0/24"),
-            ..spec.clone()
-        };
-        host.add_route(&high).unwrap();
-        assert!(
-            host.routes(IpFamily::V4)
+            // IPv4: a default route via a gateway, then a second gateway.
+            host.add_route(&default("10.9.0.1")).unwrap();
+            let err = host.add_route(&default("10.9.0.1")).unwrap_err();
+            assert!(err.is_exists(), "identical route: {err}");
+            host.add_route(&default("10.9.0.254")).unwrap();
+            let v4: Vec<_> = host
+                .routes(IpFamily::V4)
                 .unwrap()
-                .iter()
-                .any(|r| r.table == 1000)
-        );
+                .into_iter()
+                .filter(|r| r.dst == net("0.0.0.0/0"))
+                .collect();
+            // IPv4 keeps two separate routes for the same destination, and
+            // without NLM_F_APPEND the kernel puts the newer one first.
+            let gws: Vec<_> = v4.iter().map(|r| r.gateway).collect();
+            assert_eq!(
+                gws,
+                [Some(ip("10.9.0.254")), Some(ip("10.9.0.1"))],
+                "{v4:?}"
+            );
+            assert!(
+                v4.iter()
+                    .all(|r| r.table == 254 && r.scope == 0 && r.oif == Some(h))
+            );
 
-        // The kernel's prefix route of the address is listed too (CHECK needs it).
-        assert!(
-            host.routes(IpFamily::V4)
+            // IPv6: the second gateway joins the first as one multipath route.
+            host.add_route(&default("fd00:9::1")).unwrap();
+            host.add_route(&default("fd00:9::fe")).unwrap();
+            let err = host.add_route(&default("fd00:9::fe")).unwrap_err();
+            assert!(err.is_exists(), "identical v6 route: {err}");
+            let v6: Vec<_> = host
+                .routes(IpFamily::V6)
                 .unwrap()
-                .iter()
-                .any(|r| r.dst == net("10.9.0.0/24") && r.gateway.is_none() && r.scope == 253)
-        );
+                .into_iter()
+                .filter(|r| r.dst == net("::/0"))
+                .collect();
+            assert_eq!(v6.len(), 1, "{v6:?}");
+            assert_eq!(
+                v6[0].multipath_gateways,
+                [ip("fd00:9::1"), ip("fd00:9::fe")]
+            );
 
-        host.del_route(&spec).unwrap();
-        assert!(host.del_route(&spec).unwrap_err().is_not_found());
-    });
+            // Table, scope and priority.
+            let spec = RouteSpec {
+                dst: net("192.168.50.0/24"),
+                gateway: None,
+                oif: Some(h),
+                priority: Some(50),
+                table: Some(100),
+                scope: Some(253),
+            };
+            host.add_route(&spec).unwrap();
+            let r = host.routes(IpFamily::V4).unwrap();
+            let r = r.iter().find(|r| r.dst == net("192.168.50.0/24")).unwrap();
+            assert_eq!(
+                (r.table, r.scope, r.priority, r.gateway),
+                (100, 253, Some(50), None)
+            );
+
+            let high = RouteSpec {
+                table: Some(1000),
+                dst: net("192.168.60.0/24"),
+                ..spec.clone()
+            };
+            host.add_route(&high).unwrap();
+            assert!(
+                host.routes(IpFamily::V4)
+                    .unwrap()
+                    .iter()
+                    .any(|r| r.table == 1000)
+            );
+
+            // The kernel's prefix route of the address is listed too (CHECK needs it).
+            assert!(
+                host.routes(IpFamily::V4)
+                    .unwrap()
+                    .iter()
+                    .any(|r| r.dst == net("10.9.0.0/24") && r.gateway.is_none() && r.scope == 253)
+            );
+
+            host.del_route(&spec).unwrap();
+            assert!(host.del_route(&spec).unwrap_err().is_not_found());
+        },
+    );
 }
 
 #[test]
 fn sysctl_ensure_in_own_netns() {
-    if !privileged("sysctl_ensure_in_own_netns") {
-        return;
-    }
-    in_new_netns(|| {
-        let nl = Netlink::current().unwrap();
+    host_test("sysctl_ensure_in_own_netns", |nl| {
         // A dotted interface name, as the VLAN gateway interface has.
         nl.create_bridge("br0.5", None).unwrap();
         let p = sysctl::path(&["net", "ipv4", "conf", "br0.5", "forwarding"]).unwrap();
