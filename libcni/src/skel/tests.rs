@@ -71,7 +71,7 @@ fn full_env(command: &str) -> HashMap<String, String> {
 
 const CONF_1_1: &str = r#"{"cniVersion":"1.1.0","name":"net","type":"x"}"#;
 
-fn call(plugin: &Recorder, env: &HashMap<String, String>, stdin: &str) -> Outcome {
+fn call(plugin: &dyn Plugin, env: &HashMap<String, String>, stdin: &str) -> Outcome {
     let getenv = |k: &str| env.get(k).cloned();
     let mut input = stdin.as_bytes();
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -395,26 +395,13 @@ fn l2_result_cannot_be_printed_at_0_2() {
             Ok(())
         }
     }
-    let env = full_env("ADD");
-    let getenv = |k: &str| env.get(k).cloned();
-    let mut input: &[u8] = br#"{"cniVersion":"0.2.0","name":"n"}"#;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let status = run(
+    let o = call(
         &NoIp,
-        "",
-        Io {
-            getenv: &getenv,
-            stdin: &mut input,
-            stdout: &mut out,
-            stderr: &mut err,
-        },
+        &full_env("ADD"),
+        r#"{"cniVersion":"0.2.0","name":"n"}"#,
     );
-    assert_eq!(status, 1);
-    assert!(
-        String::from_utf8(out)
-            .unwrap()
-            .contains("cannot convert: no valid IP addresses")
-    );
+    assert_eq!(o.status, 1);
+    assert!(o.stdout.contains("cannot convert: no valid IP addresses"));
 }
 
 #[test]
