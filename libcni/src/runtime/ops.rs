@@ -67,7 +67,7 @@ impl CniConfig {
         validate_container_id(&rt.container_id)?;
         crate::skel::validate_network_name(&list.name)?;
         validate_ifname(&rt.ifname)?;
-        let stdin = request_config(list, plugin, prev, Some(rt))?;
+        let stdin = request_config(list, plugin, prev, rt)?;
         exec_plugin_with_result(&path, &stdin, &self.env("ADD", Some(rt)).as_refs())
     }
 
@@ -137,7 +137,7 @@ impl CniConfig {
         rt: &RuntimeConf,
     ) -> Result<(), Error> {
         let path = self.find(plugin)?;
-        let stdin = request_config(list, plugin, prev, Some(rt))?;
+        let stdin = request_config(list, plugin, prev, rt)?;
         exec_plugin(&path, &stdin, &self.env(command, Some(rt)).as_refs()).map(|_| ())
     }
 
@@ -381,7 +381,7 @@ fn request_config(
     list: &NetworkConfigList,
     plugin: &PluginConfig,
     prev: Option<&CniResult>,
-    rt: Option<&RuntimeConf>,
+    rt: &RuntimeConf,
 ) -> Result<Vec<u8>, Error> {
     let mut conf = plugin.raw.clone();
     conf.insert("name".into(), json!(list.name));
@@ -389,17 +389,15 @@ fn request_config(
     if let Some(prev) = prev {
         conf.insert("prevResult".into(), prev.to_value(&prev.cni_version)?);
     }
-    if let Some(rt) = rt {
-        let runtime_config: Map<String, Value> = plugin
-            .network
-            .capabilities
-            .iter()
-            .filter(|(_, on)| **on)
-            .filter_map(|(cap, _)| Some((cap.clone(), rt.capability_args.get(cap)?.clone())))
-            .collect();
-        if !runtime_config.is_empty() {
-            conf.insert("runtimeConfig".into(), Value::Object(runtime_config));
-        }
+    let runtime_config: Map<String, Value> = plugin
+        .network
+        .capabilities
+        .iter()
+        .filter(|(_, on)| **on)
+        .filter_map(|(cap, _)| Some((cap.clone(), rt.capability_args.get(cap)?.clone())))
+        .collect();
+    if !runtime_config.is_empty() {
+        conf.insert("runtimeConfig".into(), Value::Object(runtime_config));
     }
     Ok(gojson::marshal(&gojson::sorted_except(&conf, STRUCT_KEYS)).into_bytes())
 }
@@ -450,13 +448,13 @@ mod tests {
             .unwrap(),
             ..Default::default()
         };
-        let out = request_config(&list, &list.plugins[0], None, Some(&rt)).unwrap();
+        let out = request_config(&list, &list.plugins[0], None, &rt).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{"a":{"b":2,"y":1},"capabilities":{"ips":false,"mac":true,"portMappings":true},"cniVersion":"1.0.0","name":"net","runtimeConfig":{"mac":"02:00:00:00:00:01"},"type":"p","z":1}"#
         );
         let none = RuntimeConf::default();
-        let out = request_config(&list, &list.plugins[0], None, Some(&none)).unwrap();
+        let out = request_config(&list, &list.plugins[0], None, &none).unwrap();
         assert!(!String::from_utf8(out).unwrap().contains("runtimeConfig"));
     }
 
