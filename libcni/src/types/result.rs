@@ -324,10 +324,10 @@ impl Route {
 }
 
 fn parse_ips_form(obj: &Map<String, Value>) -> Result<CniResult, Error> {
-    let list = |key: &str| -> Result<Vec<Value>, Error> {
+    let list = |key: &str| -> Result<&[Value], Error> {
         match obj.get(key) {
-            None | Some(Value::Null) => Ok(vec![]),
-            Some(Value::Array(a)) => Ok(a.clone()),
+            None | Some(Value::Null) => Ok(&[]),
+            Some(Value::Array(a)) => Ok(a),
             Some(_) => Err(decode_err(format!("{key} is not a list"))),
         }
     };
