@@ -2,10 +2,10 @@
 //! addresses and routes, gateway addresses, forwarding, masquerade, port-state wait.
 //! Everything done for this attachment is undone if a later step fails.
 
-use crate::config::{BridgeConf, format_mac};
+use crate::config::{BridgeConf, mac_string};
 use crate::container;
 use crate::fail::{Context, fail};
-use crate::gateway::calc_gateways;
+use crate::gateway::{CONTAINER_IFACE_INDEX, calc_gateways};
 use crate::host;
 use crate::rollback::Rollback;
 use hostnet::firewall::{self, spoofcheck};
@@ -50,7 +50,6 @@ fn add_attachment(
 ) -> Result<CniResult, Error> {
     let br = host::ensure_bridge(host, conf)?;
     let (host_veth, ctr_veth) = setup_veth(args, conf, netns, host, ctr, &br, rollback)?;
-    let ctr_mac = ctr_veth.mac.map(|m| format_mac(&m)).unwrap_or_default();
     let mut result = CniResult {
         cni_version: args.config_version.clone(),
         interfaces: vec![
@@ -66,8 +65,13 @@ fn add_attachment(
 
     if conf.macspoofchk {
         rollback.spoofcheck = true;
-        spoofcheck::setup(&args.container_id, &args.ifname, &host_veth.name, &ctr_mac)
-            .context("failed to set up mac spoof check")?;
+        spoofcheck::setup(
+            &args.container_id,
+            &args.ifname,
+            &host_veth.name,
+            &result.interfaces[CONTAINER_IFACE_INDEX].mac,
+        )
+        .context("failed to set up mac spoof check")?;
     }
 
     if conf.is_layer3() {
@@ -175,22 +179,9 @@ fn setup_veth(
             }
         }
     }
-    let host_veth = host
-        .link_by_name(&host_name)
-        .context(format!("failed to lookup {host_name:?}"))?
-        .ok_or_else(|| {
-            Error::internal(format!("failed to lookup {host_name:?}: Link not found"))
-        })?;
+    let host_veth = host::link_named(host, &host_name, "failed to lookup")?;
     rollback.host_veth = Some(host_veth.index);
-    let ctr_veth = ctr
-        .link_by_name(&args.ifname)
-        .context(format!("failed to lookup {:?}", args.ifname))?
-        .ok_or_else(|| {
-            Error::internal(format!(
-                "failed to lookup {:?}: Link not found",
-                args.ifname
-            ))
-        })?;
+    let ctr_veth = host::link_named(ctr, &args.ifname, "failed to lookup")?;
 
     host.set_master(host_veth.index, br.index).context(format!(
         "failed to connect {host_name:?} to bridge {}",
@@ -215,10 +206,6 @@ fn setup_veth(
         let _ = hostnet::sysctl::ensure_path(&path, "0");
     }
     Ok((host_veth, ctr_veth))
-}
-
-fn mac_string(mac: Option<[u8; 6]>) -> String {
-    mac.map(|m| format_mac(&m)).unwrap_or_default()
 }
 
 fn iface(name: &str, mac: Option<[u8; 6]>) -> Interface {

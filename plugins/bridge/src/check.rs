@@ -2,8 +2,9 @@
 //! reference skips: the port's master and hairpin mode, masquerade rules and the spoof check.
 //! In L2 mode there is no IPAM to ask (the reference calls IPAM CHECK with no type and fails).
 
-use crate::config::{BridgeConf, format_mac};
+use crate::config::{BridgeConf, mac_string};
 use crate::fail::{Context, fail};
+use crate::host;
 use hostnet::firewall::{self, spoofcheck};
 use hostnet::netlink::{IpFamily, Link, Netlink};
 use libcni::Error;
@@ -105,9 +106,7 @@ fn check_bridge(
             entry.name
         )));
     }
-    if !entry.mac.is_empty()
-        && link.mac.map(|m| format_mac(&m)).as_deref() != Some(entry.mac.as_str())
-    {
+    if !mac_matches(entry, &link) {
         return Err(Error::internal(format!(
             "Bridge interface {} Mac doesn't match: {}",
             entry.name, entry.mac
@@ -138,11 +137,12 @@ fn check_container_iface(ctr: &Netlink, entry: &Interface) -> Result<Link, Error
             entry.name
         )));
     }
-    let mac = link.mac.map(|m| format_mac(&m)).unwrap_or_default();
-    if !entry.mac.is_empty() && mac != entry.mac {
+    if !mac_matches(entry, &link) {
         return Err(Error::internal(format!(
-            "Interface {} Mac {} doesn't match container Mac: {mac}",
-            entry.name, entry.mac
+            "Interface {} Mac {} doesn't match container Mac: {}",
+            entry.name,
+            entry.mac,
+            mac_string(link.mac)
         )));
     }
     Ok(link)
@@ -156,21 +156,9 @@ fn find_host_veth(
     br: &Link,
     ctr: &Link,
 ) -> Result<Link, Error> {
-    for entry in result
-        .interfaces
-        .iter()
-        .filter(|i| i.sandbox.is_empty() && i.name != br.name)
-    {
-        let Some(link) = host
-            .link_by_name(&entry.name)
-            .context("failed to look up the host veth")?
-        else {
-            continue;
-        };
-        if link.kind.as_deref() != Some("veth")
-            || Some(link.index) != ctr.peer_index
-            || link.peer_index != Some(ctr.index)
-        {
+    for veth in host::result_veths(host, result, &br.name) {
+        let (entry, link) = veth?;
+        if Some(link.index) != ctr.peer_index || link.peer_index != Some(ctr.index) {
             continue;
         }
         if link.master != Some(br.index) {
@@ -179,9 +167,7 @@ fn find_host_veth(
                 link.name, br.name
             )));
         }
-        if !entry.mac.is_empty()
-            && link.mac.map(|m| format_mac(&m)).as_deref() != Some(entry.mac.as_str())
-        {
+        if !mac_matches(entry, &link) {
             return Err(Error::internal(format!(
                 "Interface {} Mac doesn't match: {} not found",
                 entry.name, entry.mac
@@ -193,6 +179,11 @@ fn find_host_veth(
         "CNI veth created for bridge {} was not found",
         br.name
     )))
+}
+
+/// The result records no MAC, or the link's.
+fn mac_matches(entry: &Interface, link: &Link) -> bool {
+    entry.mac.is_empty() || mac_string(link.mac) == entry.mac
 }
 
 fn check_addresses(ctr: &Netlink, link: &Link, result: &CniResult) -> Result<(), Error> {

@@ -234,6 +234,11 @@ pub fn format_mac(mac: &[u8; 6]) -> String {
         .join(":")
 }
 
+/// A link's MAC as results spell it; empty when the link has none.
+pub fn mac_string(mac: Option<[u8; 6]>) -> String {
+    mac.map(|m| format_mac(&m)).unwrap_or_default()
+}
+
 /// Go `collectVlanTrunk`: ranges and single IDs, each 1..4094, deduplicated and sorted.
 fn collect_vlan_trunk(trunk: Option<&[VlanTrunk]>) -> Result<Vec<u16>, Error> {
     let valid = |v: i64| (1..=4094).contains(&v);

@@ -123,18 +123,9 @@ fn delete_host_veths(conf: &BridgeConf, prev: &CniResult) -> Result<(), Error> {
     else {
         return Ok(());
     };
-    for entry in prev
-        .interfaces
-        .iter()
-        .filter(|i| i.sandbox.is_empty() && i.name != conf.bridge)
-    {
-        let Some(link) = host
-            .link_by_name(&entry.name)
-            .context(format!("failed to lookup {:?}", entry.name))?
-        else {
-            continue;
-        };
-        if link.kind.as_deref() != Some("veth") || link.master != Some(br.index) {
+    for veth in crate::host::result_veths(&host, prev, &conf.bridge) {
+        let (entry, link) = veth?;
+        if link.master != Some(br.index) {
             continue;
         }
         match host.delete_link(link.index) {
@@ -163,7 +154,7 @@ fn is_global_unicast(a: &IpNetwork) -> bool {
             !(v6.is_loopback()
                 || v6.is_multicast()
                 || v6.is_unspecified()
-                || v6.segments()[0] & 0xffc0 == 0xfe80)
+                || v6.is_unicast_link_local())
         }
     }
 }

@@ -6,6 +6,8 @@ use hostnet::netlink::{IpFamily, Link, Netlink};
 use hostnet::sysctl;
 use ipnetwork::IpNetwork;
 use libcni::Error;
+use libcni::types::{CniResult, Interface};
+use std::net::IpAddr;
 
 /// Creates the bridge if needed (a concurrent creator winning the race is fine), checks
 /// that an existing link of that name is a bridge, and brings it up. Errors carry the
@@ -52,12 +54,34 @@ fn create_or_reuse_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error
     Ok(br)
 }
 
+/// The link named `name`; its absence is an error in Go's words: `<verb> "<name>": Link not found`.
+pub fn link_named(nl: &Netlink, name: &str, verb: &str) -> Result<Link, Error> {
+    nl.link_by_name(name)
+        .context(format!("{verb} {name:?}"))?
+        .ok_or_else(|| Error::internal(format!("{verb} {name:?}: Link not found")))
+}
+
+/// The veths among a result's host-side interfaces (not the bridge) that still exist,
+/// looked up one at a time as the caller walks.
+pub fn result_veths<'a>(
+    nl: &'a Netlink,
+    result: &'a CniResult,
+    bridge: &'a str,
+) -> impl Iterator<Item = Result<(&'a Interface, Link), Error>> + 'a {
+    result
+        .interfaces
+        .iter()
+        .filter(move |i| i.sandbox.is_empty() && i.name != bridge)
+        .filter_map(|entry| match nl.link_by_name(&entry.name) {
+            Ok(Some(link)) if link.kind.as_deref() == Some("veth") => Some(Ok((entry, link))),
+            Ok(_) => None,
+            Err(e) => Some(Err(fail(format!("failed to lookup {:?}", entry.name), e))),
+        })
+}
+
 /// The link named `name`, which must be a bridge.
 pub fn bridge_by_name(nl: &Netlink, name: &str) -> Result<Link, Error> {
-    let link = nl
-        .link_by_name(name)
-        .context(format!("could not lookup {name:?}"))?
-        .ok_or_else(|| Error::internal(format!("could not lookup {name:?}: Link not found")))?;
+    let link = link_named(nl, name, "could not lookup")?;
     if link.kind.as_deref() != Some("bridge") {
         return Err(Error::internal(format!(
             "{name:?} already exists but is not a bridge"
@@ -83,7 +107,7 @@ pub fn ensure_gateway_addr(
             return Ok(());
         }
         // IPv6 link-local addresses never conflict with a gateway.
-        if is_link_local(&a) {
+        if matches!(a.ip(), IpAddr::V6(v6) if v6.is_unicast_link_local()) {
             continue;
         }
         if gw.is_ipv4() || a.contains(gw.ip()) || gw.contains(a.ip()) {
@@ -122,10 +146,6 @@ pub fn ensure_gateway_addr(
             .context("could not set bridge's mac")?;
     }
     Ok(())
-}
-
-fn is_link_local(a: &IpNetwork) -> bool {
-    matches!(a.ip(), std::net::IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
 }
 
 /// Turns on forwarding for the family (written only when not already 1).
@@ -179,12 +199,8 @@ pub fn ensure_vlan_interface(nl: &Netlink, br: &Link, conf: &BridgeConf) -> Resu
         }
         Err(e) => return Err(fail(format!("failed to create vlan gateway {name:?}"), e)),
     }
-    let lookup = |n: &str| -> Result<Link, Error> {
-        nl.link_by_name(n)
-            .context(format!("failed to lookup {n:?}"))?
-            .ok_or_else(|| Error::internal(format!("failed to lookup {n:?}: Link not found")))
-    };
-    let (port, gw) = (lookup(&port_name)?, lookup(&name)?);
+    let port = link_named(nl, &port_name, "failed to lookup")?;
+    let gw = link_named(nl, &name, "failed to lookup")?;
     nl.set_master(port.index, br.index).context(format!(
         "failed to connect {port_name:?} to bridge {}",
         br.name
