@@ -1,5 +1,5 @@
-//! Which ipMasq backend to use (`ipMasqBackend`), as `SetupIPMasqForNetworks`
-//! decides: iptables unless iptables is unusable and nftables is usable.
+//! The ipMasq backends (`ipMasqBackend`) and the probes of the automatic choice
+//! (see `super::auto`).
 
 use super::error::{FirewallError, Result};
 use super::exec;
@@ -30,7 +30,7 @@ impl Backend {
 }
 
 /// `utils.SupportsIPTables`: the `iptables` tool runs and can read `filter INPUT`.
-pub fn iptables_usable() -> bool {
+pub(crate) fn iptables_usable() -> bool {
     exec::run(
         "iptables",
         &["-w", "-t", "filter", "-S", "INPUT", "1"],
@@ -41,20 +41,11 @@ pub fn iptables_usable() -> bool {
 
 /// `utils.SupportsNFTables`: `nft` runs and may change the ruleset (a
 /// check-only transaction, which commits nothing).
-pub fn nftables_usable() -> bool {
+pub(crate) fn nftables_usable() -> bool {
     exec::run(
         "nft",
         &["--check", "add", "table", "ip", "supports_nftables_test"],
         None,
     )
     .is_ok()
-}
-
-/// The automatic choice, probing both tools.
-pub fn detect() -> Backend {
-    if !iptables_usable() && nftables_usable() {
-        Backend::NfTables
-    } else {
-        Backend::IpTables
-    }
 }

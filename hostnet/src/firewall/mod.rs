@@ -24,7 +24,9 @@ mod tests;
 
 use ipnetwork::IpNetwork;
 
-pub use backend::{Backend, detect, iptables_usable, nftables_usable};
+use backend::{iptables_usable, nftables_usable};
+
+pub use backend::Backend;
 pub use error::{FirewallError, Result};
 
 /// One attachment of a container to a network, the key of its ipMasq rules
@@ -37,41 +39,40 @@ pub struct Attachment<'a> {
 }
 
 /// Install masquerading for `ips` with `backend` (`None`: automatic choice,
-/// see [`detect`]). Returns the backend used. In automatic mode the tools are
-/// only probed when the iptables attempt fails, so a normal ADD costs no probe.
+/// see `auto`). Returns the backend used.
 pub fn setup_ipmasq(
     backend: Option<Backend>,
     att: &Attachment,
     ips: &[IpNetwork],
 ) -> Result<Backend> {
-    match backend {
-        Some(Backend::IpTables) => setup_with(Backend::IpTables, att, ips),
-        Some(Backend::NfTables) => setup_with(Backend::NfTables, att, ips),
-        None => match setup_with(Backend::IpTables, att, ips) {
-            Err(e) if !iptables_usable() && nftables_usable() => {
-                // Whatever the failed attempt left is removed by teardown,
-                // which runs both backends.
-                drop(e);
-                setup_with(Backend::NfTables, att, ips)
-            }
-            other => other,
-        },
-    }
-}
-
-fn setup_with(backend: Backend, att: &Attachment, ips: &[IpNetwork]) -> Result<Backend> {
-    match backend {
-        Backend::IpTables => iptables::setup(att.network, att.container_id, ips)?,
-        Backend::NfTables => nftables::setup(att.network, att.ifname, att.container_id, ips)?,
-    }
-    Ok(backend)
+    // Whatever a failed iptables attempt left is removed by teardown, which runs both backends.
+    auto(backend, |b| {
+        match b {
+            Backend::IpTables => iptables::setup(att.network, att.container_id, ips)?,
+            Backend::NfTables => nftables::setup(att.network, att.ifname, att.container_id, ips)?,
+        }
+        Ok(b)
+    })
 }
 
 /// Whether the rules `setup_ipmasq` installs with `backend` are present.
 pub fn check_ipmasq(backend: Option<Backend>, att: &Attachment, ips: &[IpNetwork]) -> Result<bool> {
-    match backend.unwrap_or_else(detect) {
+    auto(backend, |b| match b {
         Backend::IpTables => iptables::check(att.network, att.container_id, ips),
         Backend::NfTables => nftables::check(att.network, att.ifname, att.container_id, ips),
+    })
+}
+
+/// Run `op` with `backend`, or in automatic mode (`None`) as `SetupIPMasqForNetworks`
+/// decides: iptables, unless iptables is unusable and nftables usable. The tools are
+/// probed only when the iptables attempt fails, so a normal ADD or CHECK costs no probe.
+fn auto<T>(backend: Option<Backend>, op: impl Fn(Backend) -> Result<T>) -> Result<T> {
+    match backend {
+        Some(b) => op(b),
+        None => match op(Backend::IpTables) {
+            Err(_) if !iptables_usable() && nftables_usable() => op(Backend::NfTables),
+            other => other,
+        },
     }
 }
 

@@ -44,10 +44,12 @@ fn teardown_and_gc_clean_both_backends() {
         );
         assert!(check_ipmasq(Some(Backend::IpTables), &att, &addrs).unwrap());
         assert!(check_ipmasq(Some(Backend::NfTables), &att, &addrs).unwrap());
+        assert!(check_ipmasq(None, &att, &addrs).unwrap());
 
         // Teardown without IPs removes both.
         teardown_ipmasq(&att, &[]).unwrap();
         assert!(nat_rules(false).is_empty() && nat_rules(true).is_empty());
+        assert!(!check_ipmasq(None, &att, &addrs).unwrap());
         let left = nft_list(&MASQ_CHAIN);
         assert!(!left.contains("masquerade comment"), "{left}");
         teardown_ipmasq(&att, &addrs).unwrap();
