@@ -80,6 +80,21 @@ impl RangeSet {
     }
 }
 
+#[cfg(test)]
+impl RangeSet {
+    /// A valid set of whole subnets with the defaults (unit tests).
+    pub fn of_subnets(subnets: &[&str]) -> RangeSet {
+        let raw: Vec<RawRange> = subnets
+            .iter()
+            .map(|s| RawRange {
+                subnet: Some(s.to_string()),
+                ..Default::default()
+            })
+            .collect();
+        RangeSet::canonicalize(&raw).expect("test subnets")
+    }
+}
+
 impl fmt::Display for RangeSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, r) in self.0.iter().enumerate() {

@@ -10,14 +10,7 @@ fn ipa(s: &str) -> IpAddr {
 }
 
 fn set(subnets: &[&str]) -> RangeSet {
-    let raw: Vec<RawRange> = subnets
-        .iter()
-        .map(|s| RawRange {
-            subnet: Some(s.to_string()),
-            ..Default::default()
-        })
-        .collect();
-    RangeSet::canonicalize(&raw).unwrap()
+    RangeSet::of_subnets(subnets)
 }
 
 fn att(id: &str) -> Attachment {

@@ -9,6 +9,16 @@ fn raw(subnet: &str) -> RawRange {
     }
 }
 
+/// A range with the optional fields given (`Some("")` is kept: it means "the default").
+fn with(subnet: &str, start: Option<&str>, end: Option<&str>, gateway: Option<&str>) -> RawRange {
+    RawRange {
+        subnet: Some(subnet.into()),
+        range_start: start.map(Into::into),
+        range_end: end.map(Into::into),
+        gateway: gateway.map(Into::into),
+    }
+}
+
 fn ipa(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
@@ -67,74 +77,81 @@ fn host_bits_are_refused_with_the_network_address() {
 
 #[test]
 fn too_small_and_missing_or_bad_subnets() {
-    assert_eq!(
-        err(raw("192.0.2.0/31")),
-        "Network 192.0.2.0/31 too small to allocate from"
-    );
-    assert_eq!(
-        err(raw("192.0.2.0/32")),
-        "Network 192.0.2.0/32 too small to allocate from"
-    );
-    assert_eq!(
-        err(raw("2001:db8::/127")),
-        "Network 2001:db8::/127 too small to allocate from"
-    );
+    let cases = [
+        (
+            "192.0.2.0/31",
+            "Network 192.0.2.0/31 too small to allocate from",
+        ),
+        (
+            "192.0.2.0/32",
+            "Network 192.0.2.0/32 too small to allocate from",
+        ),
+        (
+            "2001:db8::/127",
+            "Network 2001:db8::/127 too small to allocate from",
+        ),
+        ("192.0.2.0", "invalid CIDR address: 192.0.2.0"),
+        ("::ffff:10.0.0.0/104", "IPNet IP and Mask version mismatch"),
+    ];
+    for (subnet, want) in cases {
+        assert_eq!(err(raw(subnet)), want, "{subnet}");
+    }
     assert!(raw("192.0.2.0/30").canonicalize().is_ok());
     assert_eq!(err(RawRange::default()), "IP <nil> not v4 nor v6");
-    assert_eq!(err(raw("192.0.2.0")), "invalid CIDR address: 192.0.2.0");
-    assert_eq!(
-        err(raw("::ffff:10.0.0.0/104")),
-        "IPNet IP and Mask version mismatch"
-    );
 }
 
 #[test]
 fn start_and_end_must_be_in_the_network() {
-    let mut r = raw("192.0.2.0/24");
-    r.range_start = Some("192.0.3.0".into());
-    assert_eq!(err(r), "RangeStart 192.0.3.0 not in network 192.0.2.0/24");
-    let mut r = raw("192.0.2.0/24");
-    r.range_end = Some("192.0.4.0".into());
-    assert_eq!(err(r), "RangeEnd 192.0.4.0 not in network 192.0.2.0/24");
-    // start after end reports the start, as the reference does
-    let mut r = raw("192.0.2.0/24");
-    r.range_start = Some("192.0.2.50".into());
-    r.range_end = Some("192.0.2.40".into());
-    assert_eq!(err(r), "RangeStart 192.0.2.50 not in network 192.0.2.0/24");
-    let mut r = raw("192.0.2.0/24");
-    r.range_start = Some("2001:db8::1".into());
-    assert_eq!(err(r), "RangeStart 2001:db8::1 not in network 192.0.2.0/24");
-    // A start past the default end (the IPv4 broadcast) is a start after the end too.
-    // The reference accepts it, hands out the broadcast address and then walks on out
-    // of the subnet (10.1.3.0, 10.1.3.1, ... with gateway 10.1.2.1).
-    let mut r = raw("10.1.2.0/24");
-    r.range_start = Some("10.1.2.255".into());
-    assert_eq!(err(r), "RangeStart 10.1.2.255 not in network 10.1.2.0/24");
-    let mut r = raw("192.0.2.0/24");
-    r.gateway = Some("bogus".into());
-    assert_eq!(err(r), "invalid IP address: bogus");
+    let cases = [
+        (
+            with("192.0.2.0/24", Some("192.0.3.0"), None, None),
+            "RangeStart 192.0.3.0 not in network 192.0.2.0/24",
+        ),
+        (
+            with("192.0.2.0/24", None, Some("192.0.4.0"), None),
+            "RangeEnd 192.0.4.0 not in network 192.0.2.0/24",
+        ),
+        // start after end reports the start, as the reference does
+        (
+            with("192.0.2.0/24", Some("192.0.2.50"), Some("192.0.2.40"), None),
+            "RangeStart 192.0.2.50 not in network 192.0.2.0/24",
+        ),
+        (
+            with("192.0.2.0/24", Some("2001:db8::1"), None, None),
+            "RangeStart 2001:db8::1 not in network 192.0.2.0/24",
+        ),
+        // A start past the default end (the IPv4 broadcast) is a start after the end too.
+        // The reference accepts it, hands out the broadcast address and then walks on out
+        // of the subnet (10.1.3.0, 10.1.3.1, ... with gateway 10.1.2.1).
+        (
+            with("10.1.2.0/24", Some("10.1.2.255"), None, None),
+            "RangeStart 10.1.2.255 not in network 10.1.2.0/24",
+        ),
+        (
+            with("192.0.2.0/24", None, None, Some("bogus")),
+            "invalid IP address: bogus",
+        ),
+    ];
+    for (r, want) in cases {
+        assert_eq!(err(r.clone()), want, "{r:?}");
+    }
 }
 
 #[test]
 fn all_fields_and_empty_strings() {
-    let r = canon(RawRange {
-        subnet: Some("192.0.2.0/24".into()),
-        range_start: Some("192.0.2.40".into()),
-        range_end: Some("192.0.2.50".into()),
-        gateway: Some("192.0.2.254".into()),
-    });
+    let r = canon(with(
+        "192.0.2.0/24",
+        Some("192.0.2.40"),
+        Some("192.0.2.50"),
+        Some("192.0.2.254"),
+    ));
     assert_eq!(
         (r.start, r.end, r.gateway),
         (ipa("192.0.2.40"), ipa("192.0.2.50"), ipa("192.0.2.254"))
     );
     assert_eq!(r.capacity(), 11);
     // the network address itself may be an explicit start
-    let r = canon(RawRange {
-        subnet: Some("192.0.2.0/24".into()),
-        range_start: Some("192.0.2.0".into()),
-        range_end: Some("".into()),
-        gateway: Some("".into()),
-    });
+    let r = canon(with("192.0.2.0/24", Some("192.0.2.0"), Some(""), Some("")));
     assert_eq!(
         (r.start, r.end, r.gateway),
         (ipa("192.0.2.0"), ipa("192.0.2.254"), ipa("192.0.2.1"))
@@ -161,43 +178,38 @@ fn contains_v4_and_v6() {
 
 #[test]
 fn overlap_table() {
-    let with = |subnet: &str, start: Option<&str>, end: Option<&str>| {
-        canon(RawRange {
-            subnet: Some(subnet.into()),
-            range_start: start.map(Into::into),
-            range_end: end.map(Into::into),
-            gateway: None,
-        })
+    let range = |subnet: &str, start: Option<&str>, end: Option<&str>| {
+        canon(with(subnet, start, end, None))
     };
     let cases = [
         (
-            with("10.0.0.0/24", None, None),
-            with("10.0.1.0/24", None, None),
+            range("10.0.0.0/24", None, None),
+            range("10.0.1.0/24", None, None),
             false,
         ),
         (
-            with("0.0.0.0/24", None, None),
-            with("::/24", None, None),
+            range("0.0.0.0/24", None, None),
+            range("::/24", None, None),
             false,
         ),
         (
-            with("10.0.0.0/24", None, None),
-            with("10.0.0.0/24", None, None),
+            range("10.0.0.0/24", None, None),
+            range("10.0.0.0/24", None, None),
             true,
         ),
         (
-            with("10.0.0.0/20", None, None),
-            with("10.0.1.0/24", None, None),
+            range("10.0.0.0/20", None, None),
+            range("10.0.1.0/24", None, None),
             true,
         ),
         (
-            with("10.0.0.0/24", None, Some("10.0.0.127")),
-            with("10.0.0.0/24", Some("10.0.0.128"), None),
+            range("10.0.0.0/24", None, Some("10.0.0.127")),
+            range("10.0.0.0/24", Some("10.0.0.128"), None),
             false,
         ),
         (
-            with("10.0.0.0/24", None, Some("10.0.0.127")),
-            with("10.0.0.0/24", Some("10.0.0.127"), None),
+            range("10.0.0.0/24", None, Some("10.0.0.127")),
+            range("10.0.0.0/24", Some("10.0.0.127"), None),
             true,
         ),
     ];

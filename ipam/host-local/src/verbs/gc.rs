@@ -103,18 +103,10 @@ mod tests {
     #[test]
     fn disk_store_releases_empty_leases() {
         use crate::store::disk::DiskStore;
-        let data = std::env::temp_dir().join(format!("hl-gc-empty-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&data);
-        struct Cleanup(std::path::PathBuf);
-        impl Drop for Cleanup {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-        let _cleanup = Cleanup(data.clone());
+        let data = libcni::testutil::TempDir::new("hl-gc-empty");
         let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
         let a = Attachment::new("a", "eth0");
-        let mut s = DiskStore::open(&data, "net", true).unwrap().unwrap();
+        let mut s = DiskStore::open(data.path(), "net", true).unwrap().unwrap();
         s.reserve(&a, ip("10.0.0.2"), 0).unwrap();
         let dir = s.dir().to_path_buf();
         std::fs::write(dir.join("10.0.0.3"), "").unwrap();

@@ -44,21 +44,15 @@ pub fn exhausted(store: &mut dyn Store, sets: &[RangeSet]) -> Result<Option<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::range::RawRange;
     use crate::store::Holder;
     use crate::store::mem::MemStore;
 
-    fn set(subnet: &str) -> RangeSet {
-        RangeSet::canonicalize(&[RawRange {
-            subnet: Some(subnet.into()),
-            ..Default::default()
-        }])
-        .unwrap()
-    }
-
     #[test]
     fn exhaustion_of_any_set() {
-        let sets = [set("10.1.2.0/30"), set("2001:db8::/64")];
+        let sets = [
+            RangeSet::of_subnets(&["10.1.2.0/30"]),
+            RangeSet::of_subnets(&["2001:db8::/64"]),
+        ];
         let mut store = MemStore::default();
         assert_eq!(exhausted(&mut store, &sets).unwrap(), None);
         // outside every range, or the gateway: not counted

@@ -2,45 +2,36 @@
 //! the index's trust rules.
 
 use super::*;
+use libcni::testutil::TempDir;
 use std::os::unix::fs::{PermissionsExt, symlink};
 
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "hl-disk-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        Tmp(p)
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
+fn tmp(tag: &str) -> TempDir {
+    TempDir::new(&format!("hl-disk-{tag}"))
 }
 
 fn ipa(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-fn open(t: &Tmp) -> DiskStore {
-    DiskStore::open(&t.0, "net", true).unwrap().unwrap()
+fn open(t: &TempDir) -> DiskStore {
+    DiskStore::open(t.path(), "net", true).unwrap().unwrap()
+}
+
+/// A store where ("a", "eth0") holds 10.0.0.2, written and closed (the index is current).
+fn with_one_lease(tag: &str) -> TempDir {
+    let t = tmp(tag);
+    open(&t)
+        .reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0)
+        .unwrap();
+    t
 }
 
 fn att(id: &str, ifname: &str) -> Attachment {
     Attachment::new(id, ifname)
 }
 
-fn names(t: &Tmp) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(t.0.join("net"))
+fn names(t: &TempDir) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(t.join("net"))
         .unwrap()
         .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -50,7 +41,7 @@ fn names(t: &Tmp) -> Vec<String> {
 
 #[test]
 fn files_are_byte_compatible() {
-    let t = Tmp::new("format");
+    let t = tmp("format");
     let mut s = open(&t);
     assert!(
         s.reserve(&att("dummy", "eth0"), ipa("10.1.2.2"), 0)
@@ -65,7 +56,7 @@ fn files_are_byte_compatible() {
             .unwrap()
     );
     drop(s);
-    let dir = t.0.join("net");
+    let dir = t.join("net");
     assert_eq!(fs::read(dir.join("10.1.2.2")).unwrap(), b"dummy\r\neth0");
     assert_eq!(
         fs::read(dir.join("2001:db8:1::2")).unwrap(),
@@ -90,13 +81,13 @@ fn files_are_byte_compatible() {
 
 #[test]
 fn release_reads_the_index_and_honours_legacy_files() {
-    let t = Tmp::new("release");
+    let t = tmp("release");
     let mut s = open(&t);
     s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
     s.reserve(&att("a", "eth1"), ipa("10.0.0.3"), 0).unwrap();
     drop(s);
     // a lease from an old plugin: ID only
-    fs::write(t.0.join("net/10.0.0.9"), "legacy").unwrap();
+    fs::write(t.join("net/10.0.0.9"), "legacy").unwrap();
     let mut s = open(&t);
     assert_eq!(s.ips_of(&att("a", "eth0")).unwrap(), [ipa("10.0.0.2")]);
     assert_eq!(s.release(&att("a", "eth0")).unwrap(), [ipa("10.0.0.2")]);
@@ -114,17 +105,14 @@ fn release_reads_the_index_and_honours_legacy_files() {
 
 #[test]
 fn a_change_behind_the_index_is_seen() {
-    let t = Tmp::new("stale");
-    let mut s = open(&t);
-    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
-    drop(s);
+    let t = with_one_lease("stale");
     // Another plugin (the Go one) adds and removes leases right after us.
-    fs::write(t.0.join("net/10.0.0.5"), "b\r\neth0").unwrap();
+    fs::write(t.join("net/10.0.0.5"), "b\r\neth0").unwrap();
     let mut s = open(&t);
     assert!(s.allocated().unwrap().contains(&ipa("10.0.0.5")));
     assert_eq!(s.ips_of(&att("b", "eth0")).unwrap(), [ipa("10.0.0.5")]);
     drop(s);
-    fs::remove_file(t.0.join("net/10.0.0.2")).unwrap();
+    fs::remove_file(t.join("net/10.0.0.2")).unwrap();
     let mut s = open(&t);
     assert_eq!(s.allocated().unwrap(), [ipa("10.0.0.5")]);
     assert!(!s.allocated().unwrap().contains(&ipa("10.0.0.2")));
@@ -132,7 +120,7 @@ fn a_change_behind_the_index_is_seen() {
 
 #[test]
 fn changes_in_the_same_clock_tick_are_seen() {
-    let t = Tmp::new("tick");
+    let t = tmp("tick");
     for i in 0..50u32 {
         let mut s = open(&t);
         let mine = ipa(&format!("10.0.1.{}", i + 1));
@@ -140,7 +128,7 @@ fn changes_in_the_same_clock_tick_are_seen() {
         drop(s);
         // right away, as a Go plugin waiting on the lock would
         let theirs = format!("10.0.2.{}", i + 1);
-        fs::write(t.0.join("net").join(&theirs), format!("g{i}\r\neth0")).unwrap();
+        fs::write(t.join("net").join(&theirs), format!("g{i}\r\neth0")).unwrap();
         let mut s = open(&t);
         assert!(
             s.allocated().unwrap().contains(&ipa(&theirs)),
@@ -155,11 +143,8 @@ fn changes_in_the_same_clock_tick_are_seen() {
 
 #[test]
 fn a_corrupt_index_is_rebuilt() {
-    let t = Tmp::new("corrupt");
-    let mut s = open(&t);
-    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
-    drop(s);
-    let idx = t.0.join("net").join(index::FILE_NAME);
+    let t = with_one_lease("corrupt");
+    let idx = t.join("net").join(index::FILE_NAME);
     let mut bytes = fs::read(&idx).unwrap();
     let n = bytes.len();
     bytes[n - 1] ^= 0xff;
@@ -176,12 +161,9 @@ fn a_corrupt_index_is_rebuilt() {
 
 #[test]
 fn an_in_place_edit_is_caught_by_verification() {
-    let t = Tmp::new("edit");
-    let mut s = open(&t);
-    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
-    drop(s);
+    let t = with_one_lease("edit");
     // same directory, new content: the index is trusted, but reading the lease corrects it
-    fs::write(t.0.join("net/10.0.0.2"), "z\r\neth0").unwrap();
+    fs::write(t.join("net/10.0.0.2"), "z\r\neth0").unwrap();
     let mut s = open(&t);
     assert!(s.ips_of(&att("a", "eth0")).unwrap().is_empty());
     assert_eq!(s.release(&att("z", "eth0")).unwrap(), [ipa("10.0.0.2")]);
@@ -189,11 +171,11 @@ fn an_in_place_edit_is_caught_by_verification() {
 
 #[test]
 fn hostile_entries_are_skipped_never_followed() {
-    let t = Tmp::new("hostile");
-    let outside = Tmp::new("outside");
-    let secret = outside.0.join("secret");
+    let t = tmp("hostile");
+    let outside = tmp("outside");
+    let secret = outside.join("secret");
     fs::write(&secret, "victim\r\neth0").unwrap();
-    let dir = t.0.join("net");
+    let dir = t.join("net");
     fs::create_dir_all(&dir).unwrap();
     symlink(&secret, dir.join("10.0.0.3")).unwrap();
     fs::create_dir(dir.join("10.0.0.4")).unwrap();
@@ -201,7 +183,7 @@ fn hostile_entries_are_skipped_never_followed() {
     fs::write(dir.join("10.0.0.6"), vec![b'x'; 10_000]).unwrap();
     fs::write(dir.join("010.0.0.7"), "victim\r\neth0").unwrap();
     fs::write(dir.join("notes.txt"), "victim\r\neth0").unwrap();
-    symlink(outside.0.join("last"), dir.join("last_reserved_ip.0")).unwrap();
+    symlink(outside.join("last"), dir.join("last_reserved_ip.0")).unwrap();
     let mut s = open(&t);
     assert!(s.release(&att("victim", "eth0")).unwrap().is_empty());
     let mut all = s.allocated().unwrap();
@@ -219,27 +201,31 @@ fn hostile_entries_are_skipped_never_followed() {
     assert_eq!(s.last_reserved(0), None);
     drop(s);
     assert_eq!(fs::read(&secret).unwrap(), b"victim\r\neth0");
-    assert!(!outside.0.join("last").exists());
+    assert!(!outside.join("last").exists());
 }
 
 #[test]
 fn symlinked_store_or_lock_is_refused() {
-    let t = Tmp::new("symdir");
-    let elsewhere = Tmp::new("elsewhere");
-    symlink(&elsewhere.0, t.0.join("net")).unwrap();
+    let t = tmp("symdir");
+    let elsewhere = tmp("elsewhere");
+    symlink(elsewhere.path(), t.join("net")).unwrap();
     assert!(matches!(
-        DiskStore::open(&t.0, "net", true),
+        DiskStore::open(t.path(), "net", true),
         Err(StoreError::NotADirectory(_)) | Err(StoreError::Io { .. })
     ));
-    let t = Tmp::new("symlock");
-    fs::create_dir_all(t.0.join("net")).unwrap();
-    symlink(elsewhere.0.join("lockfile"), t.0.join("net/lock")).unwrap();
-    let err = DiskStore::open(&t.0, "net", true).err().unwrap();
+    let t = tmp("symlock");
+    fs::create_dir_all(t.join("net")).unwrap();
+    symlink(elsewhere.join("lockfile"), t.join("net/lock")).unwrap();
+    let err = DiskStore::open(t.path(), "net", true).err().unwrap();
     assert!(err.to_string().contains("opening lock"), "{err}");
-    assert!(!elsewhere.0.join("lockfile").exists());
+    assert!(!elsewhere.join("lockfile").exists());
     // and a missing store is not created when not asked to
-    assert!(DiskStore::open(&t.0, "absent", false).unwrap().is_none());
-    assert!(!t.0.join("absent").exists());
+    assert!(
+        DiskStore::open(t.path(), "absent", false)
+            .unwrap()
+            .is_none()
+    );
+    assert!(!t.join("absent").exists());
 }
 
 #[test]
@@ -247,11 +233,8 @@ fn nothing_released_writes_nothing() {
     // DEL of an unknown attachment (runtimes repeat DELs) and a refused ADD's empty
     // rollback must not rewrite the whole index (megabytes on a busy node) or touch
     // the directory.
-    let t = Tmp::new("noop");
-    let mut s = open(&t);
-    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
-    drop(s);
-    let dir = t.0.join("net");
+    let t = with_one_lease("noop");
+    let dir = t.join("net");
     let stamp = |p: &Path| {
         let m = fs::metadata(p).unwrap();
         (
@@ -271,11 +254,8 @@ fn nothing_released_writes_nothing() {
 fn a_restored_mtime_does_not_revive_a_stale_index() {
     // A backup restore (tar, rsync -a, cp -a) or a `touch -d` puts the directory's old
     // mtime back after its content changed: the index must still not be trusted.
-    let t = Tmp::new("restore");
-    let mut s = open(&t);
-    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
-    drop(s);
-    let dir = t.0.join("net");
+    let t = with_one_lease("restore");
+    let dir = t.join("net");
     let old = fs::metadata(&dir).unwrap().modified().unwrap();
     fs::write(dir.join("10.0.0.7"), "b\r\neth0").unwrap();
     File::open(&dir)
@@ -289,11 +269,8 @@ fn a_restored_mtime_does_not_revive_a_stale_index() {
 #[test]
 fn an_empty_lease_is_taken_held_by_no_one_and_releasable() {
     // what a writer killed between O_EXCL create and write leaves behind
-    let t = Tmp::new("empty");
-    let mut s = open(&t);
-    s.reserve(&att("a", "eth0"), ipa("10.0.0.2"), 0).unwrap();
-    drop(s);
-    let dir = t.0.join("net");
+    let t = with_one_lease("empty");
+    let dir = t.join("net");
     fs::write(dir.join("10.0.0.3"), "").unwrap();
     fs::write(dir.join("10.0.0.4"), "   ").unwrap();
     for _ in 0..2 {
