@@ -20,6 +20,9 @@ fi
 if [ "$CNI_COMMAND" = ADD ]; then
     echo '{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/24","gateway":"10.0.0.1"}]}'
 fi
+if [ "$CNI_COMMAND" = VERSION ]; then
+    echo '{"cniVersion":"1.1.0","supportedVersions":["1.0.0","1.1.0"]}'
+fi
 "#;
 
 struct Env {
@@ -222,6 +225,60 @@ fn errors_go_to_stderr_with_a_failing_exit() {
 }
 
 #[test]
+fn failed_del_and_check_report_the_plugin_error_and_keep_the_cache() {
+    let env = Env::new();
+    assert!(env.run(&["add", "net", "/run/netns/a"]).status.success());
+    let cache = env.cache_file("net-cnitool-a145bc1ace582bff43bd-eth0");
+    env.fail("DEL", 11, "busy");
+    let out = env.run(&["del", "net", "/run/netns/a"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "Error: plugin type=\"fake\" failed (delete): busy\n"
+    );
+    // Kept, so a retried DEL still gets prevResult.
+    assert!(cache.exists());
+    // CHECK returns the plugin's error unwrapped, like Go.
+    env.fail("CHECK", 7, "mismatch");
+    let out = env.run(&["check", "net", "/run/netns/a"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out), "Error: mismatch\n");
+}
+
+#[test]
+fn malformed_valid_attachment_runs_nothing() {
+    let env = Env::new();
+    for bad in ["nocolon", ":eth0", "c1:"] {
+        let out = env.run(&["gc", "net", "--valid", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        assert_eq!(
+            stderr(&out),
+            format!("Error: invalid --valid {bad:?}: want CONTAINERID:IFNAME\n")
+        );
+    }
+    assert!(env.calls().is_empty());
+}
+
+#[test]
+fn validate_prints_capabilities_or_the_unsupported_version() {
+    let env = Env::new();
+    let out = env.run(&["validate", "net"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "mac\n");
+    std::fs::write(
+        env.dir.join("net.d/10-net.conflist"),
+        r#"{"cniVersion":"0.4.0","name":"net","plugins":[{"type":"fake"}]}"#,
+    )
+    .unwrap();
+    let out = env.run(&["validate", "net"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "Error: [plugin fake does not support config version \"0.4.0\"]\n"
+    );
+}
+
+#[test]
 fn status_passes_the_plugin_error_through() {
     let env = Env::new();
     let out = env.run(&["status", "net", "/run/netns/a"]);
@@ -283,7 +340,7 @@ fn gc_deletes_cached_attachments_then_sends_gc() {
 #[test]
 fn help_per_command_names_the_environment() {
     let env = Env::new();
-    for cmd in ["add", "check", "del", "gc", "status"] {
+    for cmd in ["add", "check", "del", "gc", "status", "validate"] {
         let out = env.run(&[cmd, "--help"]);
         assert!(out.status.success());
         let text = stdout(&out);
