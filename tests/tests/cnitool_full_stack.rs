@@ -4,60 +4,26 @@
 //! own GC, keep the valid attachments working, and STATUS must report ready.
 //! Needs root and built binaries (`cargo build --workspace`).
 
-use cni_tests::{NamedNetns, TempDir, bin_dir, bin_path};
+use cni_tests::{CnitoolHost, NamedNetns, bin_dir, cnitool_container_id};
 use libcni::testutil::privileged;
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const NETWORK: &str = "fullstack";
 
 struct Stack {
-    host: NamedNetns,
-    dir: TempDir,
+    cni: CnitoolHost,
 }
 
 impl Stack {
     fn new() -> Stack {
-        let dir = TempDir::new("fullstack");
-        for sub in ["net.d", "cache", "ipam"] {
-            std::fs::create_dir(dir.join(sub)).unwrap();
-        }
-        let conf = serde_json::json!({
-            "cniVersion": "1.1.0",
-            "name": NETWORK,
-            "plugins": [{
-                "type": "bridge", "bridge": "fullbr0", "isGateway": true, "ipMasq": true,
-                "ipam": {"type": "host-local", "subnet": "10.96.0.0/24",
-                         "dataDir": dir.join("ipam").display().to_string()}
-            }]
-        });
-        std::fs::write(dir.join("net.d/10-full.conflist"), conf.to_string()).unwrap();
-        Stack {
-            host: NamedNetns::new("full-host"),
-            dir,
-        }
+        let cni = CnitoolHost::new("full", bin_dir());
+        cni.write_bridge_conflist("1.1.0", NETWORK, "fullbr0", "10.96.0.0/24");
+        Stack { cni }
     }
 
     fn cnitool(&self, args: &[&str]) -> Output {
-        let out = Command::new("ip")
-            .args(["netns", "exec", self.host.name()])
-            .arg(bin_path("cnitool"))
-            .args(args)
-            .env("NETCONFPATH", self.dir.join("net.d"))
-            .env("CNI_PATH", bin_dir())
-            .env("CNI_CACHE_DIR", self.dir.join("cache"))
-            .env_remove("CNI_IFNAME")
-            .env_remove("CNI_ARGS")
-            .env_remove("CAP_ARGS")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cnitool {args:?}: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
+        self.cni.run_ok(args)
     }
 
     /// ADDs a container; returns its IP.
@@ -70,7 +36,7 @@ impl Stack {
     }
 
     fn leases(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.dir.join("ipam").join(NETWORK))
+        let mut names: Vec<String> = std::fs::read_dir(self.cni.dir.join("ipam").join(NETWORK))
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .filter(|n| n.parse::<std::net::IpAddr>().is_ok())
@@ -80,7 +46,7 @@ impl Stack {
     }
 
     fn masquerade_sources(&self) -> Vec<String> {
-        let rules = self.host.exec_in(&["iptables-save", "-t", "nat"]);
+        let rules = self.cni.host.exec_in(&["iptables-save", "-t", "nat"]);
         let mut sources: Vec<String> = rules
             .lines()
             .filter(|l| l.starts_with("-A POSTROUTING -s "))
@@ -92,22 +58,12 @@ impl Stack {
     }
 
     fn cache_entries(&self) -> usize {
-        std::fs::read_dir(self.dir.join("cache/results"))
-            .map(|d| d.count())
-            .unwrap_or(0)
+        self.cni.cached_results().len()
     }
 }
 
 fn attachment(ctr: &NamedNetns) -> String {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!("printf %s '{}' | sha512sum", ctr.path().display()))
-        .output()
-        .unwrap();
-    format!(
-        "cnitool-{}:eth0",
-        &String::from_utf8(out.stdout).unwrap()[..20]
-    )
+    format!("{}:eth0", cnitool_container_id(ctr.path()))
 }
 
 #[test]
@@ -128,7 +84,7 @@ fn gc_removes_what_a_forgotten_attachment_holds() {
 
     // The runtime loses track of the third container: its cache entry and its netns go,
     // its lease and masquerade rules stay behind.
-    for entry in std::fs::read_dir(stack.dir.join("cache/results")).unwrap() {
+    for entry in std::fs::read_dir(stack.cni.results_dir()).unwrap() {
         let entry = entry.unwrap();
         let cached: Value = serde_json::from_slice(&std::fs::read(entry.path()).unwrap()).unwrap();
         if cached["netns"] == forgotten.path().display().to_string() {

@@ -2,82 +2,35 @@
 //! throwaway "host" netns: ADD, CHECK, DEL, GC, the cache file it leaves in between and
 //! the container ID it derives. Needs root and a built cnitool (`cargo build -p cnitool`).
 
-use cni_tests::{NamedNetns, TempDir, bin_path, go_plugin_path};
+use cni_tests::{CnitoolHost, GO_PLUGIN_DIR, NamedNetns, cnitool_container_id, go_plugin_path};
 use libcni::testutil::privileged;
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 struct Setup {
-    host: NamedNetns,
+    cni: CnitoolHost,
     ctr: NamedNetns,
-    dir: TempDir,
+    /// The container's netns path, as cnitool takes it.
+    netns: String,
 }
 
 impl Setup {
     fn new(subnet: &str) -> Setup {
-        let host = NamedNetns::new("cnitool-host");
-        let ctr = NamedNetns::new("cnitool-ctr");
-        let dir = TempDir::new("cnitool-go");
-        for sub in ["net.d", "cache", "ipam"] {
-            std::fs::create_dir(dir.join(sub)).unwrap();
-        }
-        let conf = serde_json::json!({
-            "cniVersion": "1.0.0",
-            "name": "gonet",
-            "plugins": [{
-                "type": "bridge", "bridge": "cnitool0", "isGateway": true, "ipMasq": true,
-                "ipam": {"type": "host-local", "subnet": subnet,
-                         "dataDir": dir.join("ipam").display().to_string()}
-            }]
-        });
-        std::fs::write(dir.join("net.d/10-gonet.conflist"), conf.to_string()).unwrap();
         go_plugin_path("bridge");
         go_plugin_path("host-local");
-        Setup { host, ctr, dir }
+        let cni = CnitoolHost::new("cnitool", GO_PLUGIN_DIR);
+        cni.write_bridge_conflist("1.0.0", "gonet", "cnitool0", subnet);
+        let ctr = NamedNetns::new("cnitool-ctr");
+        let netns = ctr.path().display().to_string();
+        Setup { cni, ctr, netns }
     }
 
-    /// cnitool inside the host netns (`ip netns exec` also gives it the netns's /sys).
-    fn cnitool(&self, args: &[&str]) -> Output {
-        let out = Command::new("ip")
-            .args(["netns", "exec", self.host.name()])
-            .arg(bin_path("cnitool"))
-            .args(args)
-            .env("NETCONFPATH", self.dir.join("net.d"))
-            .env("CNI_PATH", cni_tests::GO_PLUGIN_DIR)
-            .env("CNI_CACHE_DIR", self.dir.join("cache"))
-            .env_remove("CNI_IFNAME")
-            .env_remove("CNI_ARGS")
-            .env_remove("CAP_ARGS")
-            .output()
-            .unwrap();
-        eprintln!(
-            "cnitool {args:?}: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
+    /// cnitool `verb` on the gonet network for the container, then `extra` arguments.
+    fn cnitool(&self, verb: &str, extra: &[&str]) -> Output {
+        let mut args = vec![verb, "gonet", &self.netns];
+        args.extend_from_slice(extra);
+        self.cni.run(&args)
     }
-
-    fn results(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.dir.join("cache/results"))
-            .map(|d| {
-                d.map(|e| e.unwrap().file_name().into_string().unwrap())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    }
-}
-
-fn sha512_id(path: &Path) -> String {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!("printf %s '{}' | sha512sum", path.display()))
-        .output()
-        .unwrap();
-    format!("cnitool-{}", &String::from_utf8(out.stdout).unwrap()[..20])
 }
 
 #[test]
@@ -86,8 +39,7 @@ fn cnitool_add_check_del_with_go_plugins() {
         return;
     }
     let s = Setup::new("10.98.0.0/24");
-    let netns = s.ctr.path().display().to_string();
-    let out = s.cnitool(&["add", "gonet", &netns]);
+    let out = s.cnitool("add", &[]);
     assert!(out.status.success());
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["cniVersion"], "1.0.0");
@@ -100,10 +52,10 @@ fn cnitool_add_check_del_with_go_plugins() {
     );
 
     // The cache entry: Go's name, Go's field order, the conflist bytes in base64.
-    let id = sha512_id(s.ctr.path());
+    let id = cnitool_container_id(s.ctr.path());
     let name = format!("gonet-{id}-eth0");
-    assert_eq!(s.results(), std::slice::from_ref(&name));
-    let raw = std::fs::read_to_string(s.dir.join("cache/results").join(&name)).unwrap();
+    assert_eq!(s.cni.cached_results(), std::slice::from_ref(&name));
+    let raw = std::fs::read_to_string(s.cni.results_dir().join(&name)).unwrap();
     assert!(
         raw.starts_with(&format!(
             "{{\"kind\":\"cniCacheV1\",\"containerId\":\"{id}\",\"config\":\""
@@ -124,19 +76,19 @@ fn cnitool_add_check_del_with_go_plugins() {
             "result"
         ]
     );
-    assert_eq!(cached["netns"], netns);
+    assert_eq!(cached["netns"], s.netns);
     assert_eq!(cached["result"]["ips"], result["ips"]);
 
-    assert!(s.cnitool(&["check", "gonet", &netns]).status.success());
-    assert!(s.cnitool(&["status", "gonet", &netns]).status.success());
+    assert!(s.cnitool("check", &[]).status.success());
+    assert!(s.cnitool("status", &[]).status.success());
 
-    let out = s.cnitool(&["del", "gonet", &netns]);
+    let out = s.cnitool("del", &[]);
     assert!(out.status.success());
-    assert!(s.results().is_empty());
+    assert!(s.cni.cached_results().is_empty());
     let links = s.ctr.exec_in(&["ip", "-o", "link", "show"]);
     assert!(!links.contains("eth0"), "{links}");
     // A second DEL is fine.
-    assert!(s.cnitool(&["del", "gonet", &netns]).status.success());
+    assert!(s.cnitool("del", &[]).status.success());
 }
 
 #[test]
@@ -145,22 +97,17 @@ fn cnitool_gc_releases_what_a_forgotten_container_held() {
         return;
     }
     let s = Setup::new("10.97.0.0/24");
-    let netns = s.ctr.path().display().to_string();
-    assert!(s.cnitool(&["add", "gonet", &netns]).status.success());
-    let ipam = s.dir.join("ipam/gonet/10.97.0.2");
+    assert!(s.cnitool("add", &[]).status.success());
+    let ipam = s.cni.dir.join("ipam/gonet/10.97.0.2");
     assert!(ipam.exists());
     // GC with the attachment declared valid keeps it.
-    let id = sha512_id(s.ctr.path());
+    let id = cnitool_container_id(s.ctr.path());
     let keep = format!("{id}:eth0");
-    assert!(
-        s.cnitool(&["gc", "gonet", &netns, "--valid", &keep])
-            .status
-            .success()
-    );
+    assert!(s.cnitool("gc", &["--valid", &keep]).status.success());
     assert!(ipam.exists());
-    assert_eq!(s.results().len(), 1);
+    assert_eq!(s.cni.cached_results().len(), 1);
     // Go cnitool semantics (no valid list): every cached attachment is DEL'd.
-    assert!(s.cnitool(&["gc", "gonet", &netns]).status.success());
+    assert!(s.cnitool("gc", &[]).status.success());
     assert!(!ipam.exists());
-    assert!(s.results().is_empty());
+    assert!(s.cni.cached_results().is_empty());
 }
