@@ -12,10 +12,11 @@
 //!     drop                                                  comment "macspoofchk-<id>-<if>"
 //! ```
 //!
-//! The reference needs two transactions for setup; nft accepts `flush chain`
-//! of a chain added earlier in the same batch, so ours is one `nft -j list`
-//! (to replace an earlier PREROUTING jump: repeated setup stays idempotent,
-//! where the reference would add a second jump) and one `nft -j -f -`.
+//! The reference needs two transactions for setup. Ours is one `nft -j -f -` for a new
+//! attachment; when its chains exist, one `nft -j list` (to replace the earlier
+//! PREROUTING jump: repeated setup stays idempotent, where the reference would add a
+//! second jump) and one `nft -j -f -` (nft accepts `flush chain` of a chain added
+//! earlier in the same batch).
 //! Batches are JSON, as the reference's: chain names hold the CNI ifname, which
 //! may be any of `e@0`, `e{}`, `e"x`, ... that nft's text syntax cannot spell.
 //! Teardown keeps the table and the PREROUTING base chain, as the reference.
@@ -28,7 +29,7 @@ use super::error::{FirewallError, Result};
 use super::names::{
     spoofcheck_comment, spoofcheck_iface_chain, spoofcheck_mac_chain, spoofcheck_ref,
 };
-use super::nft::{self, Listing, json_literal};
+use super::nft::{self, Batch, Listing, json_literal};
 
 const FAMILY: &str = "bridge";
 const TABLE: &str = "nat";
@@ -50,25 +51,35 @@ pub fn setup(container_id: &str, ifname: &str, host_veth: &str, mac: &str) -> Re
             json!({ "chain": chain, "comment": comment, "expr": expr }),
         )
     };
+    let base = [
+        json!({ "add": { "table": { "family": FAMILY, "name": TABLE } } }),
+        add(
+            "chain",
+            json!({ "name": BASE_CHAIN, "type": "filter", "hook": "prerouting",
+                    "prio": -300, "policy": "accept" }),
+        ),
+    ];
+    let rules = [
+        rule(BASE_CHAIN, iif_jump(&iif, &iface_target)),
+        rule(&iface, jump(&mac_chain)),
+        rule(&mac_chain, mac_return(&mac)),
+        rule(&mac_chain, json!([{ "drop": null }])),
+    ];
+    let chains =
+        |verb: &str| [&iface, &mac_chain].map(|c| command(verb, "chain", json!({ "name": c })));
+    // A new attachment costs one process: `create chain` fails, atomically and changing
+    // nothing, when either chain exists (and a PREROUTING jump needs its chain); then the
+    // listing path below replaces what is there.
+    let fresh: Vec<Value> = [&base[..], &chains("create"), &rules].concat();
+    if fresh.apply().is_ok() {
+        return Ok(());
+    }
     nft::read_plan_apply(&LIST, |listing| {
-        let mut batch = vec![
-            json!({ "add": { "table": { "family": FAMILY, "name": TABLE } } }),
-            add(
-                "chain",
-                json!({ "name": BASE_CHAIN, "type": "filter", "hook": "prerouting",
-                        "prio": -300, "policy": "accept" }),
-            ),
-        ];
-        for verb in ["add", "flush"] {
-            for chain in [&iface, &mac_chain] {
-                batch.push(command(verb, "chain", json!({ "name": chain })));
-            }
-        }
+        let mut batch = base.to_vec();
+        batch.extend(chains("add"));
+        batch.extend(chains("flush"));
         batch.extend(jumps_with_comment(listing, &comment).map(delete_rule));
-        batch.push(rule(BASE_CHAIN, iif_jump(&iif, &iface_target)));
-        batch.push(rule(&iface, jump(&mac_chain)));
-        batch.push(rule(&mac_chain, mac_return(&mac)));
-        batch.push(rule(&mac_chain, json!([{ "drop": null }])));
+        batch.extend(rules.iter().cloned());
         batch
     })
 }
