@@ -147,12 +147,9 @@ fn del_of_legacy_and_unknown_containers() {
     assert!(net.leases().is_empty());
     // DEL with no netns at all, on a store that was never created
     let fresh = Net::new("hl-nonetns");
-    let out = cni_tests::PluginRun::new(ours())
-        .command("DEL")
+    let out = plugin(&ours(), "DEL", &fresh.simple("1.0.0", "10.1.2.0/24"))
         .container_id("c")
         .ifname("eth0")
-        .cni_path([cni_tests::bin_dir()])
-        .stdin(fresh.simple("1.0.0", "10.1.2.0/24"))
         .run();
     out.assert_success();
     assert!(!fresh.store().exists());
@@ -332,4 +329,30 @@ fn bad_configs_are_code_7_and_touch_nothing() {
         "nothing written: {:?}",
         net.names()
     );
+}
+
+/// A store that cannot be opened is an error for every verb that needs it (code 5, the
+/// path named), never a silent success, and is left as it is.
+#[test]
+fn every_verb_fails_on_a_store_that_is_not_a_directory() {
+    let net = Net::new("hl-notdir");
+    let conf = net.conf(
+        "1.1.0",
+        json!({"ranges": [[{"subnet": "10.1.2.0/24"}]]}),
+        json!({"cni.dev/valid-attachments": []}),
+    );
+    std::fs::create_dir_all(net.data_dir()).unwrap();
+    std::fs::write(net.store(), "not a dir").unwrap();
+    let store = net.store().display().to_string();
+    for cmd in ["DEL", "CHECK", "ADD", "GC"] {
+        let out = if cmd == "GC" {
+            plugin(&ours(), cmd, &conf).run()
+        } else {
+            call(&ours(), cmd, "c", "eth0", &conf)
+        };
+        let e = out.assert_failure();
+        assert_eq!(e["code"], 5, "{cmd}: {e}");
+        assert!(e["msg"].as_str().unwrap().contains(&store), "{cmd}: {e}");
+    }
+    assert_eq!(std::fs::read_to_string(net.store()).unwrap(), "not a dir");
 }

@@ -4,25 +4,7 @@ mod host_local_support;
 
 use host_local_support::*;
 use std::collections::HashSet;
-use std::sync::{Arc, Barrier};
-
-fn all_at_once<T: Send + 'static>(
-    n: usize,
-    f: impl Fn(usize) -> T + Send + Sync + 'static,
-) -> Vec<T> {
-    let f = Arc::new(f);
-    let barrier = Arc::new(Barrier::new(n));
-    let handles: Vec<_> = (0..n)
-        .map(|i| {
-            let (f, barrier) = (f.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                f(i)
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
-}
+use std::sync::Arc;
 
 #[test]
 fn hundred_adds_then_hundred_dels() {

@@ -19,11 +19,7 @@ fn gc_conf(net: &Net, valid: Option<serde_json::Value>) -> String {
 
 /// Runs GC; returns its stderr.
 fn gc(net: &Net, valid: Option<serde_json::Value>) -> String {
-    let out = cni_tests::PluginRun::new(ours())
-        .command("GC")
-        .cni_path([cni_tests::bin_dir()])
-        .stdin(gc_conf(net, valid))
-        .run();
+    let out = plugin(&ours(), "GC", &gc_conf(net, valid)).run();
     out.assert_success();
     out.stderr_str()
 }
@@ -121,11 +117,7 @@ fn gc_of_a_network_never_used_is_a_no_op() {
 }
 
 fn status(conf: &str) -> cni_tests::PluginOutput {
-    cni_tests::PluginRun::new(ours())
-        .command("STATUS")
-        .cni_path([cni_tests::bin_dir()])
-        .stdin(conf.to_string())
-        .run()
+    plugin(&ours(), "STATUS", conf).run()
 }
 
 #[test]
@@ -170,7 +162,8 @@ fn status_fails_when_the_store_cannot_be_written() {
 
 /// A store on a read-only filesystem (a read-only bind mount in a private mount
 /// namespace of a child process; the machine's mounts are never touched): STATUS is 50,
-/// CHECK still reads, ADD fails and nothing is written.
+/// CHECK still reads, ADD fails, DEL of a held lease fails (the runtime retries) while
+/// DEL of an unknown attachment succeeds, and nothing is written.
 #[test]
 fn status_is_50_on_a_read_only_store() {
     if !libcni::testutil::privileged("status_is_50_on_a_read_only_store") {
@@ -182,30 +175,37 @@ fn status_is_50_on_a_read_only_store() {
     let before = net.leases();
     let data = net.data_dir();
     let script = format!(
-        "mount --bind -o ro {d} {d} && for c in STATUS CHECK ADD; do \
+        "mount --bind -o ro {d} {d} && for c in $CMDS; do \
            printf '%s' \"$CONF\" | CNI_COMMAND=$c CNI_CONTAINERID=$ID CNI_NETNS={ns} \
            CNI_IFNAME=eth0 CNI_PATH=/nonexistent {bin} | tr -d '\\n'; echo \" rc=$?\"; done",
         d = data.display(),
         ns = FAKE_NETNS,
         bin = ours().display()
     );
-    let run = |id: &str| {
+    let run = |id: &str, cmds: &str| {
         let out = std::process::Command::new("unshare")
             .args(["-m", "--propagation", "private", "sh", "-c", &script])
             .env("CONF", &conf)
             .env("ID", id)
+            .env("CMDS", cmds)
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).unwrap()
     };
-    let lines: Vec<String> = run("a").lines().map(str::to_string).collect();
+    let lines: Vec<String> = run("a", "STATUS CHECK ADD")
+        .lines()
+        .map(str::to_string)
+        .collect();
     assert_eq!(lines.len(), 3, "{lines:?}");
     let status_json = lines[0].rsplit_once(" rc=").unwrap().0;
     let status_err: serde_json::Value = serde_json::from_str(status_json).unwrap();
     assert_eq!(status_err["code"], 50, "{lines:?}");
     assert!(lines[1].ends_with(" rc=0"), "CHECK reads: {lines:?}");
-    let lines: Vec<String> = run("b").lines().map(str::to_string).collect();
+    let lines: Vec<String> = run("b", "STATUS CHECK ADD")
+        .lines()
+        .map(str::to_string)
+        .collect();
     let add_json = lines[2].rsplit_once(" rc=").unwrap().0;
     let add_err: serde_json::Value = serde_json::from_str(add_json).unwrap();
     assert!(
@@ -215,5 +215,17 @@ fn status_is_50_on_a_read_only_store() {
             .contains("Read-only file system"),
         "{lines:?}"
     );
+    let del = run("a", "DEL");
+    let del_json = del.trim_end().rsplit_once(" rc=").unwrap().0;
+    let del_err: serde_json::Value = serde_json::from_str(del_json).unwrap();
+    assert_eq!(del_err["code"], 5, "{del}");
+    assert!(
+        del_err["msg"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{del}"
+    );
+    assert!(run("b", "DEL").ends_with(" rc=0\n"), "DEL of nobody");
     assert_eq!(net.leases(), before);
 }

@@ -5,7 +5,7 @@ mod host_local_support;
 
 use host_local_support::*;
 use std::collections::HashSet;
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 
 #[test]
 fn go_leases_are_seen_and_released_by_us() {
@@ -62,33 +62,18 @@ fn concurrent_adds_from_both_never_collide() {
     let net = Net::new("hl-both");
     let conf = Arc::new(net.simple("1.0.0", "10.1.2.0/24"));
     let n = 60;
-    let barrier = Arc::new(Barrier::new(n));
-    let handles: Vec<_> = (0..n)
-        .map(|i| {
-            let (conf, barrier) = (conf.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let bin = if i % 2 == 0 { ours() } else { go() };
-                barrier.wait();
-                add_ok(&bin, &format!("c{i}"), &conf)
-            })
-        })
-        .collect();
-    let ips: Vec<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let c = conf.clone();
+    let ips = all_at_once(n, move |i| {
+        let bin = if i % 2 == 0 { ours() } else { go() };
+        add_ok(&bin, &format!("c{i}"), &c)
+    });
     let distinct: HashSet<&String> = ips.iter().collect();
     assert_eq!(distinct.len(), n, "{ips:?}");
     assert_eq!(net.leases().len(), n);
     // and DELs from the other side release them all
-    let handles: Vec<_> = (0..n)
-        .map(|i| {
-            let conf = conf.clone();
-            std::thread::spawn(move || {
-                let bin = if i % 2 == 0 { go() } else { ours() };
-                call(&bin, "DEL", &format!("c{i}"), "eth0", &conf).assert_success();
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+    all_at_once(n, move |i| {
+        let bin = if i % 2 == 0 { go() } else { ours() };
+        call(&bin, "DEL", &format!("c{i}"), "eth0", &conf).assert_success();
+    });
     assert!(net.leases().is_empty(), "{:?}", net.names());
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
 
 pub const VERSIONS: [&str; 7] = [
     "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
@@ -114,17 +115,42 @@ pub fn call_args(
     stdin: &str,
     args: &str,
 ) -> PluginOutput {
-    let mut run = PluginRun::new(bin)
-        .command(cmd)
+    let mut run = plugin(bin, cmd, stdin)
         .container_id(id)
         .ifname(ifname)
-        .netns(FAKE_NETNS)
-        .cni_path([bin_dir()])
-        .stdin(stdin.to_string());
+        .netns(FAKE_NETNS);
     if !args.is_empty() {
         run = run.args(args);
     }
     run.run()
+}
+
+/// Only `CNI_COMMAND`, `CNI_PATH` and the config: as GC and STATUS are called (add
+/// container ID and ifname for a DEL without a netns).
+pub fn plugin(bin: &Path, cmd: &str, stdin: &str) -> PluginRun {
+    PluginRun::new(bin)
+        .command(cmd)
+        .cni_path([bin_dir()])
+        .stdin(stdin.to_string())
+}
+
+/// `f(0..n)` on `n` threads released together; the results in order.
+pub fn all_at_once<T: Send + 'static>(
+    n: usize,
+    f: impl Fn(usize) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let f = Arc::new(f);
+    let barrier = Arc::new(Barrier::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let (f, barrier) = (f.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                f(i)
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 /// The first address of an ADD result of any version.
