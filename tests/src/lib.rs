@@ -8,18 +8,21 @@
 //!   reference plugins.
 //! - [`PluginRun`]: run a plugin binary with `CNI_*` env and stdin.
 //! - [`TempDir`]: a unique temporary directory.
+//! - [`FakePlugins`]: logging shell-script plugins, for runtime tests without root.
 //! - [`CnitoolHost`] / [`cnitool_container_id`]: our cnitool in a fake host netns.
 //!
 //! Privileged tests start with `if !libcni::testutil::privileged("name") { return; }`.
 
 mod bins;
 mod cnitool;
+mod fake_plugin;
 mod named_netns;
 mod plugin;
 mod tempdir;
 
 pub use bins::{GO_PLUGIN_DIR, bin_dir, bin_path, go_plugin_path};
 pub use cnitool::{CnitoolHost, cnitool_container_id};
+pub use fake_plugin::{Call, FakePlugins};
 pub use named_netns::NamedNetns;
 pub use plugin::{PluginOutput, PluginRun};
 pub use tempdir::TempDir;

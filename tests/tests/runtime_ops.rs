@@ -2,138 +2,23 @@
 //! stdin) and print a canned result: order, prevResult, runtimeConfig, cache, GC, STATUS.
 //! No root needed; the cache always lives in a temp dir.
 
-use cni_tests::TempDir;
+use cni_tests::FakePlugins;
 use libcni::runtime::{CniConfig, NetworkConfigList, RuntimeConf, RuntimeError};
 use libcni::types::GcAttachment;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-/// A plugin dir with logging fake plugins, a log dir and a cache dir.
-struct Fake {
-    dir: TempDir,
+/// A libcni runtime with the fake plugins. Two dirs, to see CNI_PATH joined with ':'.
+fn cni(fake: &FakePlugins) -> CniConfig {
+    CniConfig::with_cache_dir(
+        vec![fake.join("nothing-here"), fake.bin_dir()],
+        fake.join("cache"),
+    )
 }
 
-#[derive(Debug)]
-struct Call {
-    plugin: String,
-    command: String,
-    env: BTreeMap<String, String>,
-    stdin: Value,
-}
-
-const SCRIPT: &str = r#"#!/bin/sh
-d="$FAKE_DIR"
-n=$(ls "$d/calls" | wc -l)
-n=$(printf '%04d' "$n")
-cat > "$d/calls/$n.stdin"
-env | grep '^CNI_' > "$d/calls/$n.env"
-echo "$NAME" > "$d/calls/$n.plugin"
-if [ -f "$d/$NAME.$CNI_COMMAND.error" ]; then
-    cat "$d/$NAME.$CNI_COMMAND.error"
-    exit 1
-fi
-case "$CNI_COMMAND" in
-ADD) cat "$d/$NAME.result" ;;
-VERSION) echo '{"cniVersion":"1.1.0","supportedVersions":["0.4.0","1.0.0","1.1.0"]}' ;;
-esac
-"#;
-
-impl Fake {
-    fn new(plugins: &[&str]) -> Fake {
-        let dir = TempDir::new("rt");
-        for sub in ["bin", "calls", "cache", "conf"] {
-            std::fs::create_dir(dir.join(sub)).unwrap();
-        }
-        let fake = Fake { dir };
-        for p in plugins {
-            fake.plugin(p);
-        }
-        fake
-    }
-
-    fn plugin(&self, name: &str) {
-        let script = SCRIPT
-            .replace("$FAKE_DIR", &self.dir.path().display().to_string())
-            .replace("$NAME", name);
-        let path = self.dir.join("bin").join(name);
-        std::fs::write(&path, script).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    fn result(&self, plugin: &str, result: &Value) {
-        std::fs::write(
-            self.dir.join(format!("{plugin}.result")),
-            result.to_string(),
-        )
-        .unwrap();
-    }
-
-    fn fail(&self, plugin: &str, command: &str, code: u32, msg: &str) {
-        let e = json!({"code": code, "msg": msg});
-        std::fs::write(
-            self.dir.join(format!("{plugin}.{command}.error")),
-            e.to_string(),
-        )
-        .unwrap();
-    }
-
-    fn cni(&self) -> CniConfig {
-        // Two dirs, to see CNI_PATH joined with ':'.
-        CniConfig::with_cache_dir(
-            vec![self.dir.join("nothing-here"), self.dir.join("bin")],
-            self.dir.join("cache"),
-        )
-    }
-
-    fn cache_file(&self, net: &str, id: &str, ifname: &str) -> PathBuf {
-        self.dir
-            .join("cache/results")
-            .join(format!("{net}-{id}-{ifname}"))
-    }
-
-    fn calls(&self) -> Vec<Call> {
-        let mut names: Vec<String> = std::fs::read_dir(self.dir.join("calls"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .filter_map(|n| n.strip_suffix(".plugin").map(String::from))
-            .collect();
-        names.sort();
-        names
-            .iter()
-            .map(|n| {
-                let read = |ext: &str| {
-                    std::fs::read_to_string(self.dir.join("calls").join(format!("{n}.{ext}")))
-                        .unwrap()
-                };
-                let env: BTreeMap<String, String> = read("env")
-                    .lines()
-                    .filter_map(|l| l.split_once('='))
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
-                Call {
-                    plugin: read("plugin").trim().to_string(),
-                    command: env["CNI_COMMAND"].clone(),
-                    stdin: serde_json::from_str(&read("stdin")).unwrap_or(Value::Null),
-                    env,
-                }
-            })
-            .collect()
-    }
-
-    /// "plugin COMMAND" per call.
-    fn trace(&self) -> Vec<String> {
-        self.calls()
-            .iter()
-            .map(|c| format!("{} {}", c.plugin, c.command))
-            .collect()
-    }
-
-    fn clear_calls(&self) {
-        std::fs::remove_dir_all(self.dir.join("calls")).unwrap();
-        std::fs::create_dir(self.dir.join("calls")).unwrap();
-    }
+fn cache_file(fake: &FakePlugins, net: &str, id: &str, ifname: &str) -> PathBuf {
+    fake.join("cache/results")
+        .join(format!("{net}-{id}-{ifname}"))
 }
 
 fn list(version: &str, plugins: Value, extra: Value) -> NetworkConfigList {
@@ -164,21 +49,31 @@ fn result_b() -> Value {
         "ips": [{"interface": 0, "address": "10.0.0.2/24", "gateway": "10.0.0.1"}]})
 }
 
-fn two_plugins(fake: &Fake) {
+fn two_plugins(fake: &FakePlugins) {
     fake.result("a", &result_a());
     fake.result("b", &result_b());
 }
 
+/// Plugins a then b in a 1.0.0 list, c1 attached (its result cached), the call log cleared.
+fn c1_attached() -> (FakePlugins, NetworkConfigList) {
+    let fake = FakePlugins::new(&["a", "b"]);
+    two_plugins(&fake);
+    let l = list("1.0.0", json!([{"type": "a"}, {"type": "b"}]), json!({}));
+    cni(&fake).add_network_list(&l, &rt("c1")).unwrap();
+    fake.clear_calls();
+    (fake, l)
+}
+
 #[test]
 fn add_runs_in_order_chains_prev_result_and_caches() {
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     two_plugins(&fake);
     let l = list(
         "1.0.0",
         json!([{"type": "a"}, {"type": "b", "x": "<y>"}]),
         json!({}),
     );
-    let r = fake.cni().add_network_list(&l, &rt("c1")).unwrap();
+    let r = cni(&fake).add_network_list(&l, &rt("c1")).unwrap();
     assert_eq!(r.to_value("1.0.0").unwrap(), result_b());
     let calls = fake.calls();
     assert_eq!(fake.trace(), ["a ADD", "b ADD"]);
@@ -195,10 +90,10 @@ fn add_runs_in_order_chains_prev_result_and_caches() {
     assert_eq!(env["CNI_ARGS"], "K=V;K2=V2");
     assert_eq!(
         env["CNI_PATH"],
-        format!("{0}/nothing-here:{0}/bin", fake.dir.path().display())
+        format!("{0}/nothing-here:{0}/bin", fake.path().display())
     );
     let cached: Value =
-        serde_json::from_slice(&std::fs::read(fake.cache_file("net", "c1", "eth0")).unwrap())
+        serde_json::from_slice(&std::fs::read(cache_file(&fake, "net", "c1", "eth0")).unwrap())
             .unwrap();
     assert_eq!(cached["kind"], "cniCacheV1");
     assert_eq!(cached["result"], result_b());
@@ -209,14 +104,12 @@ fn add_runs_in_order_chains_prev_result_and_caches() {
         0,
         "base64 with padding"
     );
-    let got = fake
-        .cni()
+    let got = cni(&fake)
         .get_network_list_cached_result(&l, &rt("c1"))
         .unwrap()
         .unwrap();
     assert_eq!(got.to_value("1.0.0").unwrap(), result_b());
-    let (bytes, refilled) = fake
-        .cni()
+    let (bytes, refilled) = cni(&fake)
         .get_network_list_cached_config(
             &l,
             &RuntimeConf {
@@ -232,15 +125,15 @@ fn add_runs_in_order_chains_prev_result_and_caches() {
 
 #[test]
 fn plugin_stdin_is_go_marshalled() {
-    let fake = Fake::new(&["a"]);
+    let fake = FakePlugins::new(&["a"]);
     fake.result("a", &result_a());
     let l = list(
         "1.0.0",
         json!([{"type": "a", "z": 1, "b": {"d": 1, "c": 2}}]),
         json!({}),
     );
-    fake.cni().add_network_list(&l, &rt("c1")).unwrap();
-    let raw = std::fs::read_to_string(fake.dir.join("calls/0000.stdin")).unwrap();
+    cni(&fake).add_network_list(&l, &rt("c1")).unwrap();
+    let raw = std::fs::read_to_string(fake.join("calls/0000.stdin")).unwrap();
     assert_eq!(
         raw,
         r#"{"b":{"c":2,"d":1},"cniVersion":"1.0.0","name":"net","type":"a","z":1}"#
@@ -249,7 +142,7 @@ fn plugin_stdin_is_go_marshalled() {
 
 #[test]
 fn capabilities_become_runtime_config() {
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     two_plugins(&fake);
     let l = list(
         "1.0.0",
@@ -264,7 +157,7 @@ fn capabilities_become_runtime_config() {
         .as_object()
         .unwrap()
         .clone();
-    fake.cni().add_network_list(&l, &r).unwrap();
+    cni(&fake).add_network_list(&l, &r).unwrap();
     let calls = fake.calls();
     assert_eq!(
         calls[0].stdin["runtimeConfig"],
@@ -276,7 +169,7 @@ fn capabilities_become_runtime_config() {
     assert_eq!(calls[1].stdin["runtimeConfig"], json!({"stale": 1}));
     // DEL carries the same runtimeConfig.
     fake.clear_calls();
-    fake.cni().del_network_list(&l, &r).unwrap();
+    cni(&fake).del_network_list(&l, &r).unwrap();
     assert_eq!(
         fake.calls()[1].stdin["runtimeConfig"],
         json!({"mac": "02:00:00:00:00:09"})
@@ -285,12 +178,8 @@ fn capabilities_become_runtime_config() {
 
 #[test]
 fn del_in_reverse_with_cached_prev_result_then_cache_removed() {
-    let fake = Fake::new(&["a", "b"]);
-    two_plugins(&fake);
-    let l = list("1.0.0", json!([{"type": "a"}, {"type": "b"}]), json!({}));
-    let cni = fake.cni();
-    cni.add_network_list(&l, &rt("c1")).unwrap();
-    fake.clear_calls();
+    let (fake, l) = c1_attached();
+    let cni = cni(&fake);
     cni.del_network_list(&l, &rt("c1")).unwrap();
     let calls = fake.calls();
     assert_eq!(fake.trace(), ["b DEL", "a DEL"]);
@@ -298,7 +187,7 @@ fn del_in_reverse_with_cached_prev_result_then_cache_removed() {
         assert_eq!(c.stdin["prevResult"], result_b());
         assert_eq!(c.env["CNI_NETNS"], "/run/netns/c1");
     }
-    assert!(!fake.cache_file("net", "c1", "eth0").exists());
+    assert!(!cache_file(&fake, "net", "c1", "eth0").exists());
     // A second DEL succeeds, without prevResult.
     fake.clear_calls();
     cni.del_network_list(&l, &rt("c1")).unwrap();
@@ -311,33 +200,29 @@ fn del_in_reverse_with_cached_prev_result_then_cache_removed() {
 
 #[test]
 fn del_below_040_sends_no_prev_result_but_clears_cache() {
-    let fake = Fake::new(&["a"]);
+    let fake = FakePlugins::new(&["a"]);
     fake.result(
         "a",
         &json!({"cniVersion": "0.3.1", "ips": [{"version": "4", "address": "10.0.0.2/24"}]}),
     );
     let l = list("0.3.1", json!([{"type": "a"}]), json!({}));
-    fake.cni().add_network_list(&l, &rt("c1")).unwrap();
+    cni(&fake).add_network_list(&l, &rt("c1")).unwrap();
     fake.clear_calls();
-    fake.cni().del_network_list(&l, &rt("c1")).unwrap();
+    cni(&fake).del_network_list(&l, &rt("c1")).unwrap();
     assert!(fake.calls()[0].stdin.get("prevResult").is_none());
-    assert!(!fake.cache_file("net", "c1", "eth0").exists());
+    assert!(!cache_file(&fake, "net", "c1", "eth0").exists());
 }
 
 #[test]
 fn corrupt_cache_never_blocks_del() {
-    let fake = Fake::new(&["a", "b"]);
-    two_plugins(&fake);
-    let l = list("1.0.0", json!([{"type": "a"}, {"type": "b"}]), json!({}));
-    fake.cni().add_network_list(&l, &rt("c1")).unwrap();
-    let file = fake.cache_file("net", "c1", "eth0");
+    let (fake, l) = c1_attached();
+    let file = cache_file(&fake, "net", "c1", "eth0");
     std::fs::write(
         &file,
         "{\"kind\":\"cniCacheV1\",\"result\":{\"cniVersion\":\"9.9.9\"",
     )
     .unwrap();
-    fake.clear_calls();
-    fake.cni().del_network_list(&l, &rt("c1")).unwrap();
+    cni(&fake).del_network_list(&l, &rt("c1")).unwrap();
     assert_eq!(fake.trace(), ["b DEL", "a DEL"]);
     assert!(
         fake.calls()
@@ -349,20 +234,17 @@ fn corrupt_cache_never_blocks_del() {
 
 #[test]
 fn failed_del_keeps_the_cache_for_a_retry() {
-    let fake = Fake::new(&["a", "b"]);
-    two_plugins(&fake);
-    let l = list("1.0.0", json!([{"type": "a"}, {"type": "b"}]), json!({}));
-    fake.cni().add_network_list(&l, &rt("c1")).unwrap();
+    let (fake, l) = c1_attached();
     fake.fail("a", "DEL", 11, "busy");
-    let e = fake.cni().del_network_list(&l, &rt("c1")).unwrap_err();
+    let e = cni(&fake).del_network_list(&l, &rt("c1")).unwrap_err();
     assert_eq!(e.to_string(), r#"plugin type="a" failed (delete): busy"#);
     assert_eq!(e.cni_error().unwrap().code, 11);
-    assert!(fake.cache_file("net", "c1", "eth0").exists());
+    assert!(cache_file(&fake, "net", "c1", "eth0").exists());
 }
 
 #[test]
 fn failed_add_writes_no_cache_and_keeps_the_code() {
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     two_plugins(&fake);
     fake.fail("b", "ADD", 7, "bad config");
     let l = list(
@@ -370,16 +252,16 @@ fn failed_add_writes_no_cache_and_keeps_the_code() {
         json!([{"type": "a"}, {"type": "b", "name": "second"}]),
         json!({}),
     );
-    let e = fake.cni().add_network_list(&l, &rt("c1")).unwrap_err();
+    let e = cni(&fake).add_network_list(&l, &rt("c1")).unwrap_err();
     assert_eq!(
         e.to_string(),
         r#"plugin type="b" name="second" failed (add): bad config"#
     );
     assert_eq!(e.cni_error().unwrap().code, 7);
-    assert!(!fake.cache_file("net", "c1", "eth0").exists());
+    assert!(!cache_file(&fake, "net", "c1", "eth0").exists());
     // A missing plugin is reported the same way.
     let l = list("1.0.0", json!([{"type": "missing"}]), json!({}));
-    let e = fake.cni().add_network_list(&l, &rt("c1")).unwrap_err();
+    let e = cni(&fake).add_network_list(&l, &rt("c1")).unwrap_err();
     assert!(
         e.to_string().contains("failed to find plugin \"missing\""),
         "{e}"
@@ -388,10 +270,10 @@ fn failed_add_writes_no_cache_and_keeps_the_code() {
 
 #[test]
 fn add_validates_before_exec() {
-    let fake = Fake::new(&["a"]);
+    let fake = FakePlugins::new(&["a"]);
     fake.result("a", &result_a());
     let l = list("1.0.0", json!([{"type": "a"}]), json!({}));
-    let cni = fake.cni();
+    let cni = cni(&fake);
     let cases = [
         (
             RuntimeConf {
@@ -448,12 +330,8 @@ fn add_validates_before_exec() {
 
 #[test]
 fn check_forward_with_cached_result_and_disable_check() {
-    let fake = Fake::new(&["a", "b"]);
-    two_plugins(&fake);
-    let l = list("1.0.0", json!([{"type": "a"}, {"type": "b"}]), json!({}));
-    let cni = fake.cni();
-    cni.add_network_list(&l, &rt("c1")).unwrap();
-    fake.clear_calls();
+    let (fake, l) = c1_attached();
+    let cni = cni(&fake);
     cni.check_network_list(&l, &rt("c1")).unwrap();
     assert_eq!(fake.trace(), ["a CHECK", "b CHECK"]);
     assert!(
@@ -492,13 +370,13 @@ fn check_forward_with_cached_result_and_disable_check() {
 
 #[test]
 fn status_returns_the_first_error_as_is() {
-    let fake = Fake::new(&["a", "b", "c"]);
+    let fake = FakePlugins::new(&["a", "b", "c"]);
     let l = list(
         "1.1.0",
         json!([{"type": "a"}, {"type": "b"}, {"type": "c"}]),
         json!({}),
     );
-    let cni = fake.cni();
+    let cni = cni(&fake);
     cni.get_status_network_list(&l).unwrap();
     assert_eq!(fake.trace(), ["a STATUS", "b STATUS", "c STATUS"]);
     let c = &fake.calls()[0];
@@ -528,10 +406,10 @@ fn status_returns_the_first_error_as_is() {
 }
 
 /// Three cached attachments: c1 and c2 of "net", c3 of "other".
-fn gc_setup(fake: &Fake, version: &str, extra: Value) -> NetworkConfigList {
+fn gc_setup(fake: &FakePlugins, version: &str, extra: Value) -> NetworkConfigList {
     two_plugins(fake);
     let l = list(version, json!([{"type": "a"}, {"type": "b"}]), extra);
-    let cni = fake.cni();
+    let cni = cni(fake);
     cni.add_network_list(&l, &rt("c1")).unwrap();
     let mut r2 = rt("c2");
     r2.args = vec![("ONLY".into(), "c2".into())];
@@ -545,9 +423,9 @@ fn gc_setup(fake: &Fake, version: &str, extra: Value) -> NetworkConfigList {
 
 #[test]
 fn gc_without_valid_list_deletes_every_cached_attachment_of_the_network() {
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     let l = gc_setup(&fake, "1.1.0", json!({}));
-    fake.cni().gc_network_list(&l, None).unwrap();
+    cni(&fake).gc_network_list(&l, None).unwrap();
     assert_eq!(
         fake.trace(),
         ["b DEL", "a DEL", "b DEL", "a DEL", "a GC", "b GC"]
@@ -568,35 +446,35 @@ fn gc_without_valid_list_deletes_every_cached_attachment_of_the_network() {
         calls[4].stdin,
         json!({"cniVersion": "1.1.0", "name": "net", "type": "a"})
     );
-    assert!(!fake.cache_file("net", "c1", "eth0").exists());
-    assert!(!fake.cache_file("net", "c2", "eth0").exists());
-    assert!(fake.cache_file("other", "c3", "eth0").exists());
+    assert!(!cache_file(&fake, "net", "c1", "eth0").exists());
+    assert!(!cache_file(&fake, "net", "c2", "eth0").exists());
+    assert!(cache_file(&fake, "other", "c3", "eth0").exists());
 }
 
 #[test]
 fn gc_with_valid_list_keeps_valid_attachments() {
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     let l = gc_setup(&fake, "1.1.0", json!({}));
     let valid = [GcAttachment {
         container_id: "c1".into(),
         ifname: "eth0".into(),
     }];
-    fake.cni().gc_network_list(&l, Some(&valid)).unwrap();
+    cni(&fake).gc_network_list(&l, Some(&valid)).unwrap();
     assert_eq!(fake.trace(), ["b DEL", "a DEL", "a GC", "b GC"]);
     let calls = fake.calls();
     assert_eq!(calls[0].env["CNI_CONTAINERID"], "c2");
     let want = json!([{"containerID": "c1", "ifname": "eth0"}]);
     assert_eq!(calls[2].stdin["cni.dev/valid-attachments"], want);
     assert_eq!(calls[2].stdin["cni.dev/attachments"], want);
-    assert!(fake.cache_file("net", "c1", "eth0").exists());
-    assert!(!fake.cache_file("net", "c2", "eth0").exists());
+    assert!(cache_file(&fake, "net", "c1", "eth0").exists());
+    assert!(!cache_file(&fake, "net", "c2", "eth0").exists());
 }
 
 #[test]
 fn gc_with_empty_valid_list_sends_an_empty_list() {
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     let l = gc_setup(&fake, "1.1.0", json!({}));
-    fake.cni().gc_network_list(&l, Some(&[])).unwrap();
+    cni(&fake).gc_network_list(&l, Some(&[])).unwrap();
     assert_eq!(fake.trace().len(), 6);
     assert_eq!(
         fake.calls()[4].stdin["cni.dev/valid-attachments"],
@@ -606,25 +484,25 @@ fn gc_with_empty_valid_list_sends_an_empty_list() {
 
 #[test]
 fn gc_disabled_and_below_110() {
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     let l = gc_setup(&fake, "1.1.0", json!({"disableGC": true}));
-    fake.cni().gc_network_list(&l, None).unwrap();
+    cni(&fake).gc_network_list(&l, None).unwrap();
     assert!(fake.calls().is_empty());
-    assert!(fake.cache_file("net", "c1", "eth0").exists());
+    assert!(cache_file(&fake, "net", "c1", "eth0").exists());
 
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     let l = gc_setup(&fake, "1.0.0", json!({}));
-    fake.cni().gc_network_list(&l, None).unwrap();
+    cni(&fake).gc_network_list(&l, None).unwrap();
     assert_eq!(fake.trace(), ["b DEL", "a DEL", "b DEL", "a DEL"]);
 }
 
 #[test]
 fn gc_carries_on_after_errors_and_reports_them_all() {
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     let l = gc_setup(&fake, "1.1.0", json!({}));
     fake.fail("b", "DEL", 11, "try later");
     fake.fail("a", "GC", 100, "gc broke");
-    let e = fake.cni().gc_network_list(&l, None).unwrap_err();
+    let e = cni(&fake).gc_network_list(&l, None).unwrap_err();
     assert_eq!(fake.trace(), ["b DEL", "b DEL", "a GC", "b GC"]);
     assert_eq!(
         e.to_string(),
@@ -637,21 +515,21 @@ fn gc_carries_on_after_errors_and_reports_them_all() {
 
 #[test]
 fn gc_with_no_cache_dir_still_reaches_the_plugins() {
-    let fake = Fake::new(&["a"]);
+    let fake = FakePlugins::new(&["a"]);
     let l = list("1.1.0", json!([{"type": "a"}]), json!({}));
-    fake.cni().gc_network_list(&l, None).unwrap();
+    cni(&fake).gc_network_list(&l, None).unwrap();
     assert_eq!(fake.trace(), ["a GC"]);
 }
 
 #[test]
 fn validate_finds_plugins_and_versions() {
-    let fake = Fake::new(&["a", "b"]);
+    let fake = FakePlugins::new(&["a", "b"]);
     let l = list(
         "1.0.0",
         json!([{"type": "a", "capabilities": {"mac": true, "ips": false}}, {"type": "b", "capabilities": {"portMappings": true}}]),
         json!({}),
     );
-    let cni = fake.cni();
+    let cni = cni(&fake);
     assert_eq!(
         cni.validate_network_list(&l).unwrap(),
         ["mac", "portMappings"]
