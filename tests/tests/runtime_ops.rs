@@ -240,6 +240,17 @@ fn failed_del_keeps_the_cache_for_a_retry() {
     assert_eq!(e.to_string(), r#"plugin type="a" failed (delete): busy"#);
     assert_eq!(e.cni_error().unwrap().code, 11);
     assert!(cache_file(&fake, "net", "c1", "eth0").exists());
+    // The retry still sends the cached result, and then clears it.
+    std::fs::remove_file(fake.join("a.DEL.error")).unwrap();
+    fake.clear_calls();
+    cni(&fake).del_network_list(&l, &rt("c1")).unwrap();
+    assert_eq!(fake.trace(), ["b DEL", "a DEL"]);
+    assert!(
+        fake.calls()
+            .iter()
+            .all(|c| c.stdin["prevResult"] == result_b())
+    );
+    assert!(!cache_file(&fake, "net", "c1", "eth0").exists());
 }
 
 #[test]
