@@ -1,8 +1,8 @@
 //! The backend-independent entry points: choice, both-backend teardown and gc.
 
-use libcni::testutil::privileged;
+use ipnetwork::IpNetwork;
 
-use super::support::{in_netns, ips, nat_rules, nft_list};
+use super::support::{ips, nat_rules, netns_test, nft_list};
 use crate::firewall::{
     Attachment, Backend, check_ipmasq, gc_ipmasq, nftables, setup_ipmasq, teardown_ipmasq,
 };
@@ -26,10 +26,7 @@ fn backend_config_values() {
 
 #[test]
 fn teardown_and_gc_clean_both_backends() {
-    if !privileged("teardown_and_gc_clean_both_backends") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("teardown_and_gc_clean_both_backends", || {
         let att = Attachment {
             network: "both",
             container_id: "c1",
@@ -82,33 +79,36 @@ fn teardown_and_gc_clean_both_backends() {
     });
 }
 
+/// Attachment `c<i>` of network "busy", with its address.
+fn busy(i: usize, f: impl FnOnce(&Attachment, &[IpNetwork])) {
+    let id = format!("c{i}");
+    let att = Attachment {
+        network: "busy",
+        container_id: &id,
+        ifname: "eth0",
+    };
+    f(&att, &ips(&[&format!("10.6.0.{}/24", i + 2)]))
+}
+
 /// Many plugin processes run at once on a busy node: concurrent setups and
 /// teardowns of different attachments must neither fail nor lose rules.
 #[test]
 fn concurrent_setup_and_teardown() {
-    if !privileged("concurrent_setup_and_teardown") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("concurrent_setup_and_teardown", || {
         // Threads spawned here share this thread's network namespace.
         let run_all = |teardown: bool| {
             let handles: Vec<_> = (0..8)
                 .map(|i| {
                     std::thread::spawn(move || {
-                        let id = format!("c{i}");
-                        let att = Attachment {
-                            network: "busy",
-                            container_id: &id,
-                            ifname: "eth0",
-                        };
-                        let addrs = ips(&[&format!("10.6.0.{}/24", i + 2)]);
-                        for backend in [Backend::IpTables, Backend::NfTables] {
-                            if teardown {
-                                teardown_ipmasq(&att, &addrs).unwrap();
-                            } else {
-                                setup_ipmasq(Some(backend), &att, &addrs).unwrap();
+                        busy(i, |att, addrs| {
+                            for backend in [Backend::IpTables, Backend::NfTables] {
+                                if teardown {
+                                    teardown_ipmasq(att, addrs).unwrap();
+                                } else {
+                                    setup_ipmasq(Some(backend), att, addrs).unwrap();
+                                }
                             }
-                        }
+                        })
                     })
                 })
                 .collect();
@@ -118,15 +118,10 @@ fn concurrent_setup_and_teardown() {
         };
         run_all(false);
         for i in 0..8 {
-            let id = format!("c{i}");
-            let att = Attachment {
-                network: "busy",
-                container_id: &id,
-                ifname: "eth0",
-            };
-            let addrs = ips(&[&format!("10.6.0.{}/24", i + 2)]);
-            assert!(check_ipmasq(Some(Backend::IpTables), &att, &addrs).unwrap());
-            assert!(check_ipmasq(Some(Backend::NfTables), &att, &addrs).unwrap());
+            busy(i, |att, addrs| {
+                assert!(check_ipmasq(Some(Backend::IpTables), att, addrs).unwrap());
+                assert!(check_ipmasq(Some(Backend::NfTables), att, addrs).unwrap());
+            });
         }
         assert_eq!(nat_rules(false).len(), 8 * 4);
         run_all(true);

@@ -5,13 +5,14 @@
 use std::process::Command;
 
 use ipnetwork::IpNetwork;
-use libcni::testutil::privileged;
+use libcni::testutil::{TempDir, privileged};
 use serde_json::Value;
 
-use super::support::{NetnsThread, TempDir, in_netns, nat_rules, nft_list};
+use super::support::{NetnsThread, nat_rules, nft_list, output_with_stdin};
 use crate::firewall::{
     Attachment, Backend, check_ipmasq, setup_ipmasq, spoofcheck, teardown_ipmasq,
 };
+use crate::testnet::in_netns;
 
 const GO_BRIDGE: &str = "/usr/lib/cni/bridge";
 const NET: &str = "interop-net";
@@ -34,27 +35,17 @@ fn go_bridge(command: &str, netns: &str, data_dir: &str) -> Value {
             "dataDir": data_dir
         }
     });
-    let mut child = Command::new(GO_BRIDGE)
-        .env_clear()
-        .env("CNI_COMMAND", command)
-        .env("CNI_CONTAINERID", ID)
-        .env("CNI_NETNS", netns)
-        .env("CNI_IFNAME", "eth0")
-        .env("CNI_PATH", "/usr/lib/cni")
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(conf.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_stdin(
+        Command::new(GO_BRIDGE)
+            .env_clear()
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", ID)
+            .env("CNI_NETNS", netns)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", "/usr/lib/cni")
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+        &conf.to_string(),
+    );
     assert!(
         out.status.success(),
         "Go bridge {command}: {}\n{}",

@@ -1,56 +1,52 @@
 //! ipMasq, iptables backend, against the kernel.
 
-use libcni::testutil::privileged;
-
-use super::support::{in_netns, ips, nat_rules, run_ok};
+use super::support::{ips, nat_rules, netns_test, run_ok};
 use crate::firewall::iptables;
 use crate::firewall::names::iptables_chain;
 
 const NET: &str = "fwtest";
 const ID: &str = "ctr1";
 
-fn expected_v4(chain: &str) -> Vec<String> {
+/// `nat_rules` after setup of NET/ID with 10.88.0.5/16 (v4) or fd00:88::5/64 (v6).
+fn expected(chain: &str, v6: bool) -> Vec<String> {
     let c = r#""name: \"fwtest\" id: \"ctr1\"""#;
+    let (src, dst, multicast) = if v6 {
+        ("fd00:88::5/128", "fd00:88::/64", "ff00::/8")
+    } else {
+        ("10.88.0.5/32", "10.88.0.0/16", "224.0.0.0/4")
+    };
     vec![
         format!(":{chain} - [0:0]"),
-        format!("-A POSTROUTING -s 10.88.0.5/32 -m comment --comment {c} -j {chain}"),
-        format!("-A {chain} -d 10.88.0.0/16 -m comment --comment {c} -j ACCEPT"),
-        format!("-A {chain} ! -d 224.0.0.0/4 -m comment --comment {c} -j MASQUERADE"),
+        format!("-A POSTROUTING -s {src} -m comment --comment {c} -j {chain}"),
+        format!("-A {chain} -d {dst} -m comment --comment {c} -j ACCEPT"),
+        format!("-A {chain} ! -d {multicast} -m comment --comment {c} -j MASQUERADE"),
     ]
 }
 
-fn expected_v6(chain: &str) -> Vec<String> {
-    let c = r#""name: \"fwtest\" id: \"ctr1\"""#;
-    vec![
-        format!(":{chain} - [0:0]"),
-        format!("-A POSTROUTING -s fd00:88::5/128 -m comment --comment {c} -j {chain}"),
-        format!("-A {chain} -d fd00:88::/64 -m comment --comment {c} -j ACCEPT"),
-        format!("-A {chain} ! -d ff00::/8 -m comment --comment {c} -j MASQUERADE"),
-    ]
+/// `iptables -w -t nat ARGS...`, which must succeed.
+fn ipt_nat(args: &[&str]) {
+    run_ok("iptables", &[&["-w", "-t", "nat"], args].concat());
 }
 
 #[test]
 fn iptables_setup_exact_idempotent_check_teardown() {
-    if !privileged("iptables_setup_exact_idempotent_check_teardown") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("iptables_setup_exact_idempotent_check_teardown", || {
         let addrs = ips(&["10.88.0.5/16", "fd00:88::5/64"]);
         let chain = iptables_chain(NET, ID);
         assert!(!iptables::check(NET, ID, &addrs).unwrap());
 
         iptables::setup(NET, ID, &addrs).unwrap();
-        assert_eq!(nat_rules(false), expected_v4(&chain));
-        assert_eq!(nat_rules(true), expected_v6(&chain));
+        assert_eq!(nat_rules(false), expected(&chain, false));
+        assert_eq!(nat_rules(true), expected(&chain, true));
         assert!(iptables::check(NET, ID, &addrs).unwrap());
 
         // Repeated setup adds nothing.
         iptables::setup(NET, ID, &addrs).unwrap();
-        assert_eq!(nat_rules(false), expected_v4(&chain));
-        assert_eq!(nat_rules(true), expected_v6(&chain));
+        assert_eq!(nat_rules(false), expected(&chain, false));
+        assert_eq!(nat_rules(true), expected(&chain, true));
 
         // A missing rule is noticed by check and restored by setup.
-        run_ok("iptables", &["-w", "-t", "nat", "-D", &chain, "2"]);
+        ipt_nat(&["-D", &chain, "2"]);
         assert!(!iptables::check(NET, ID, &addrs).unwrap());
         iptables::setup(NET, ID, &addrs).unwrap();
         assert!(iptables::check(NET, ID, &addrs).unwrap());
@@ -66,48 +62,26 @@ fn iptables_setup_exact_idempotent_check_teardown() {
 
 #[test]
 fn iptables_teardown_without_ips_and_legacy_jump() {
-    if !privileged("iptables_teardown_without_ips_and_legacy_jump") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("iptables_teardown_without_ips_and_legacy_jump", || {
         let addrs = ips(&["10.88.0.5/16", "fd00:88::5/64"]);
         let chain = iptables_chain(NET, ID);
         iptables::setup(NET, ID, &addrs).unwrap();
         // The pre-1.0 form of the jump (`-s <ip>/<prefix>`), as old plugins made it.
         let comment = r#"name: "fwtest" id: "ctr1""#;
-        run_ok(
-            "iptables",
-            &[
-                "-w",
-                "-t",
-                "nat",
-                "-A",
-                "POSTROUTING",
-                "-s",
-                "10.88.0.5/16",
-                "-j",
-                &chain,
-                "-m",
-                "comment",
-                "--comment",
-                comment,
-            ],
-        );
+        ipt_nat(&[
+            "-A",
+            "POSTROUTING",
+            "-s",
+            "10.88.0.5/16",
+            "-j",
+            &chain,
+            "-m",
+            "comment",
+            "--comment",
+            comment,
+        ]);
         // A rule of someone else must survive.
-        run_ok(
-            "iptables",
-            &[
-                "-w",
-                "-t",
-                "nat",
-                "-A",
-                "POSTROUTING",
-                "-s",
-                "10.99.0.1",
-                "-j",
-                "ACCEPT",
-            ],
-        );
+        ipt_nat(&["-A", "POSTROUTING", "-s", "10.99.0.1", "-j", "ACCEPT"]);
         iptables::teardown(NET, ID, &[]).unwrap();
         assert_eq!(
             nat_rules(false),
@@ -119,35 +93,23 @@ fn iptables_teardown_without_ips_and_legacy_jump() {
 
 #[test]
 fn iptables_gc_keeps_valid_and_other_networks() {
-    if !privileged("iptables_gc_keeps_valid_and_other_networks") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("iptables_gc_keeps_valid_and_other_networks", || {
         iptables::setup(NET, "keep", &ips(&["10.88.0.2/16"])).unwrap();
         iptables::setup(NET, "stale", &ips(&["10.88.0.3/16", "fd00:88::3/64"])).unwrap();
         iptables::setup("othernet", "stale", &ips(&["10.77.0.3/16"])).unwrap();
         // portmap uses the same comment format on its own chains: not ours.
         let comment = r#"name: "fwtest" id: "stale""#;
-        run_ok(
-            "iptables",
-            &["-w", "-t", "nat", "-N", "CNI-DN-0123456789abcdef01234"],
-        );
-        run_ok(
-            "iptables",
-            &[
-                "-w",
-                "-t",
-                "nat",
-                "-A",
-                "CNI-DN-0123456789abcdef01234",
-                "-j",
-                "ACCEPT",
-                "-m",
-                "comment",
-                "--comment",
-                comment,
-            ],
-        );
+        ipt_nat(&["-N", "CNI-DN-0123456789abcdef01234"]);
+        ipt_nat(&[
+            "-A",
+            "CNI-DN-0123456789abcdef01234",
+            "-j",
+            "ACCEPT",
+            "-m",
+            "comment",
+            "--comment",
+            comment,
+        ]);
         let before_other: Vec<String> = nat_rules(false)
             .into_iter()
             .filter(|l| {

@@ -1,8 +1,6 @@
 //! ipMasq, nftables backend, against the kernel: the reference's golden dump.
 
-use libcni::testutil::privileged;
-
-use super::support::{in_netns, ips, nft_list};
+use super::support::{ODD_IFNAMES, ips, netns_test, nft_list};
 use crate::firewall::nftables;
 
 const TABLE: [&str; 3] = ["table", "inet", "cni_plugins_masquerade"];
@@ -40,10 +38,7 @@ const FOUR: &str = "ip saddr 192.168.1.1 ip daddr != 192.168.1.0/24 masquerade c
 /// The scenario of `Test_setupIPMasqNFTables` (pkg/ip/ipmasq_nftables_linux_test.go).
 #[test]
 fn nftables_reference_scenario() {
-    if !privileged("nftables_reference_scenario") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("nftables_reference_scenario", || {
         let containers = [
             ("unit-test", "eth0", "one", "192.168.1.1/24"),
             ("unit-test", "eth0", "two", "192.168.1.2/24"),
@@ -87,10 +82,7 @@ fn nftables_reference_scenario() {
 
 #[test]
 fn nftables_dual_stack_and_missing_table() {
-    if !privileged("nftables_dual_stack_and_missing_table") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("nftables_dual_stack_and_missing_table", || {
         // Nothing there yet: teardown, gc and check are fine.
         nftables::teardown("n", "eth0", "c").unwrap();
         nftables::gc("n", &[]).unwrap();
@@ -112,14 +104,9 @@ fn nftables_dual_stack_and_missing_table() {
 /// anything but `"`, which the comment strips as the reference does).
 #[test]
 fn nftables_unusual_ifnames() {
-    if !privileged("nftables_unusual_ifnames") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("nftables_unusual_ifnames", || {
         let addrs = ips(&["10.1.2.3/24"]);
-        for ifname in [
-            "e@0", "e$x", "e;1", "e#1", "e{}", "e\"x", "e\\x", "e*", "e\u{1}", "é", "e'x",
-        ] {
+        for ifname in ODD_IFNAMES {
             nftables::setup("n", ifname, "c", &addrs).unwrap();
             let comment = crate::firewall::names::nft_comment("n", ifname, "c");
             assert!(

@@ -1,8 +1,6 @@
 //! macspoofchk against the kernel.
 
-use libcni::testutil::privileged;
-
-use super::support::{in_netns, nft_list};
+use super::support::{ODD_IFNAMES, netns_test, nft_apply, nft_list};
 use crate::firewall::spoofcheck;
 
 const TABLE: [&str; 3] = ["table", "bridge", "nat"];
@@ -43,10 +41,7 @@ fn dump(attachments: &[(&str, &str, &str)]) -> String {
 
 #[test]
 fn spoofcheck_setup_exact_idempotent_teardown() {
-    if !privileged("spoofcheck_setup_exact_idempotent_teardown") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("spoofcheck_setup_exact_idempotent_teardown", || {
         assert!(!spoofcheck::check("abc", "eth0", "veth1234", MAC).unwrap());
         // Nothing there: teardown is fine.
         spoofcheck::teardown("abc", "eth0").unwrap();
@@ -74,10 +69,7 @@ fn spoofcheck_setup_exact_idempotent_teardown() {
 
 #[test]
 fn spoofcheck_gc() {
-    if !privileged("spoofcheck_gc") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("spoofcheck_gc", || {
         spoofcheck::setup("keep", "eth0", "vethkeep", MAC).unwrap();
         spoofcheck::setup("gone", "eth0", "vethgone", MAC).unwrap();
         // Its host interface exists (lo stands in for a live veth): kept,
@@ -87,7 +79,7 @@ fn spoofcheck_gc() {
         spoofcheck::setup("half", "eth0", "vethhalf", MAC).unwrap();
         let prerouting = nft_list(&["chain", "bridge", "nat", "PREROUTING"]);
         assert!(prerouting.contains("vethhalf"));
-        super::support::nft_apply(
+        nft_apply(
             "flush chain bridge nat PREROUTING\n\
              flush chain bridge nat cni-br-iface-half-eth0\n\
              flush chain bridge nat cni-br-iface-half-eth0-mac\n",
@@ -104,19 +96,9 @@ fn spoofcheck_gc() {
     });
 }
 
-/// CNI-valid interface names that nft's text syntax cannot spell as chain
-/// names; the batches are JSON (as the reference's), so all of them work.
-const ODD_IFNAMES: [&str; 16] = [
-    "e@0", "@e", "e$x", "e;1", "e#1", "e{}", "e\"x", "e\\x", "e'x", "e*", "*", "e\u{1}", "é", "-",
-    ".e", "x-mac",
-];
-
 #[test]
 fn spoofcheck_unusual_ifnames() {
-    if !privileged("spoofcheck_unusual_ifnames") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("spoofcheck_unusual_ifnames", || {
         for ifname in ODD_IFNAMES {
             let reference = format!("a.B_c-{ifname}");
             spoofcheck::setup("a.B_c", ifname, "veth1234", MAC).unwrap();
@@ -140,10 +122,7 @@ fn spoofcheck_unusual_ifnames() {
 /// names nft cannot take literally are refused, not misread.
 #[test]
 fn spoofcheck_host_interface_literal() {
-    if !privileged("spoofcheck_host_interface_literal") {
-        return;
-    }
-    in_netns(|| {
+    netns_test("spoofcheck_host_interface_literal", || {
         spoofcheck::setup("abc", "eth0", "v*", MAC).unwrap();
         assert!(nft_list(&TABLE).contains("iifname \"v\\*\" jump cni-br-iface-abc-eth0"));
         assert!(spoofcheck::check("abc", "eth0", "v*", MAC).unwrap());

@@ -1,24 +1,30 @@
-//! Test helpers: private network namespaces, tool output, temp dirs.
+//! Test helpers: private network namespaces, tool output.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use ipnetwork::IpNetwork;
+use libcni::testutil::privileged;
 use nix::sched::{CloneFlags, unshare};
 
-/// Run `f` on a fresh thread inside a new, private network namespace; tools
-/// it spawns inherit that namespace. The namespace (and every rule in it)
-/// disappears with the thread, so nothing leaks even when `f` panics.
-pub fn in_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::spawn(move || {
-        unshare(CloneFlags::CLONE_NEWNET).expect("unshare(CLONE_NEWNET)");
-        f()
-    })
-    .join()
-    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+use crate::testnet::in_netns;
+
+/// When privileged, runs `f` on a fresh thread inside a new, private network
+/// namespace; the tools it spawns inherit it, and every rule goes with it.
+pub fn netns_test(name: &str, f: impl FnOnce() + Send) {
+    if privileged(name) {
+        in_netns(f);
+    }
 }
+
+/// CNI-valid interface names that nft's text syntax cannot spell as chain
+/// names or that need care in a comment.
+pub const ODD_IFNAMES: [&str; 16] = [
+    "e@0", "@e", "e$x", "e;1", "e#1", "e{}", "e\"x", "e\\x", "e'x", "e*", "*", "e\u{1}", "é", "-",
+    ".e", "x-mac",
+];
 
 pub fn ips(list: &[&str]) -> Vec<IpNetwork> {
     list.iter().map(|s| s.parse().unwrap()).collect()
@@ -67,44 +73,29 @@ pub fn nft_list(what: &[&str]) -> String {
 }
 
 pub fn nft_apply(script: &str) {
-    use std::io::Write;
-    let mut child = Command::new("nft")
-        .args(["-f", "-"])
-        .stdin(std::process::Stdio::piped())
+    let out = output_with_stdin(Command::new("nft").args(["-f", "-"]), script);
+    assert!(
+        out.status.success(),
+        "nft -f - failed: {}\n{script}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `cmd` with `input` on its stdin; stdout and stderr are captured.
+pub fn output_with_stdin(cmd: &mut Command, input: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     child
         .stdin
         .take()
         .unwrap()
-        .write_all(script.as_bytes())
+        .write_all(input.as_bytes())
         .unwrap();
-    assert!(
-        child.wait().unwrap().success(),
-        "nft -f - failed:\n{script}"
-    );
-}
-
-/// A temporary directory removed on drop.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        let nonce: u64 = rand::random();
-        let path = std::env::temp_dir().join(format!("hostnet-fw-{tag}-{nonce:016x}"));
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    child.wait_with_output().unwrap()
 }
 
 /// A second private network namespace held open by a parked thread, reachable
