@@ -331,9 +331,13 @@ fn existing_bridge_is_reused() {
     let index = env.link(BRIDGE).unwrap()["ifindex"].clone();
     let ctr = NamedNetns::new("ctr");
     let conf = env.conf("1.0.0", V4.subnets, json!({}));
-    env.add(&ctr, "dummy-0", &conf);
-    assert_eq!(env.link(BRIDGE).unwrap()["ifindex"], index);
+    let result = env.add(&ctr, "dummy-0", &conf);
+    let br = env.link(BRIDGE).unwrap();
+    assert_eq!(br["ifindex"], index);
+    // Its MAC, unpinned until our gateway went on, is reported and pinned as it is now.
+    assert_eq!(result["interfaces"][0]["mac"], br["address"]);
     env.del(&ctr, "dummy-0", &conf);
+    assert_eq!(env.link(BRIDGE).unwrap()["address"], br["address"]);
     env.assert_clean();
 }
 

@@ -9,7 +9,7 @@ use crate::gateway::{CONTAINER_IFACE_INDEX, calc_gateways};
 use crate::host;
 use crate::rollback::Rollback;
 use hostnet::firewall::{self, spoofcheck};
-use hostnet::netlink::{IpFamily, Link, Netlink};
+use hostnet::netlink::{Link, Netlink};
 use libcni::netns::Netns;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
@@ -74,6 +74,7 @@ fn add_attachment(
         .context("failed to set up mac spoof check")?;
     }
 
+    let mut pinned_bridge = None;
     if conf.is_layer3() {
         let ipam = conf.ipam(args);
         let ipam_result = ipam.add()?;
@@ -97,16 +98,8 @@ fn add_attachment(
         } else {
             br.clone()
         };
-        for (family, gws) in [(IpFamily::V4, &gateways.v4), (IpFamily::V6, &gateways.v6)] {
-            for gw in gws {
-                host::ensure_gateway_addr(host, &gw_link, *gw, conf.force_address).map_err(
-                    |e| Error::internal(format!("failed to set bridge addr: {}", e.msg)),
-                )?;
-            }
-            if !gws.is_empty() {
-                host::enable_forwarding(family)?;
-            }
-        }
+        pinned_bridge = host::ensure_gateways(host, &gw_link, &gateways, conf.force_address)?
+            .filter(|link| link.index == br.index);
 
         if conf.ip_masq {
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
@@ -120,19 +113,20 @@ fn add_attachment(
             .context(format!("failed to set {:?} up", args.ifname))?;
     }
 
-    let host_veth = if conf.disable_container_interface {
-        host.link_by_index(host_veth.index)
-            .context("failed to lookup host veth")?
-    } else {
+    if !conf.disable_container_interface {
         host.wait_oper_up(host_veth.index)
             .map_err(|e| match e.last_state() {
                 Some(state) => Error::internal(format!("bridge port in error state: {state}")),
                 None => fail("failed to read bridge port state", e),
-            })?
+            })?;
+    }
+    // An unpinned bridge MAC follows the lowest port MAC, so it may have changed when our
+    // port joined; unless the gateway setup just read and pinned it, read it again.
+    let br_now = match pinned_bridge {
+        Some(link) => link,
+        None => host::bridge_by_name(host, &conf.bridge)?,
     };
-    // The host veth MAC and the bridge MAC may change as ports join.
-    result.interfaces[1].mac = mac_string(host_veth.mac);
-    result.interfaces[0].mac = mac_string(host::bridge_by_name(host, &conf.bridge)?.mac);
+    result.interfaces[0].mac = mac_string(br_now.mac);
     if let Some(dns) = conf.dns_override() {
         result.dns = dns.clone();
     }

@@ -2,6 +2,7 @@
 
 use crate::config::BridgeConf;
 use crate::fail::{Context, fail};
+use crate::gateway::Gateways;
 use hostnet::netlink::{IpFamily, Link, Netlink};
 use hostnet::sysctl;
 use ipnetwork::IpNetwork;
@@ -21,14 +22,25 @@ pub fn ensure_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error> {
 
 fn create_or_reuse_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error> {
     let name = &conf.bridge;
-    let created = match nl.create_bridge(name, conf.mtu) {
-        Ok(()) => true,
-        Err(e) if e.is_exists() => false,
-        Err(e) => {
-            return Err(fail(format!("could not add {name:?}"), e));
+    // Look first: on every ADD but a node's first the bridge exists, and one request does.
+    let (br, created) = match nl
+        .link_by_name(name)
+        .context(format!("could not lookup {name:?}"))?
+    {
+        Some(link) => (link, false),
+        None => {
+            let created = match nl.create_bridge(name, conf.mtu) {
+                Ok(()) => true,
+                // A concurrent ADD created it first.
+                Err(e) if e.is_exists() => false,
+                Err(e) => {
+                    return Err(fail(format!("could not add {name:?}"), e));
+                }
+            };
+            (link_named(nl, name, "could not lookup")?, created)
         }
     };
-    let br = bridge_by_name(nl, name)?;
+    require_bridge(&br)?;
     // Pin the bridge's own random MAC now: a bridge with an unset MAC takes the lowest MAC
     // of its ports, so it would change as containers come and go.
     if let (true, Some(mac)) = (created, br.mac) {
@@ -82,29 +94,83 @@ pub fn result_veths<'a>(
 /// The link named `name`, which must be a bridge.
 pub fn bridge_by_name(nl: &Netlink, name: &str) -> Result<Link, Error> {
     let link = link_named(nl, name, "could not lookup")?;
-    if link.kind.as_deref() != Some("bridge") {
-        return Err(Error::internal(format!(
-            "{name:?} already exists but is not a bridge"
-        )));
-    }
+    require_bridge(&link)?;
     Ok(link)
 }
 
-/// Puts `gw` on the bridge (Go `ensureAddr`), usable at once (no DAD): nothing to do when present; another IPv4
-/// address, or an overlapping IPv6 one, is an error unless `force_address` replaces it.
-pub fn ensure_gateway_addr(
+fn require_bridge(link: &Link) -> Result<(), Error> {
+    if link.kind.as_deref() != Some("bridge") {
+        return Err(Error::internal(format!(
+            "{:?} already exists but is not a bridge",
+            link.name
+        )));
+    }
+    Ok(())
+}
+
+/// Puts every gateway on `link` (the bridge or its VLAN interface) and turns forwarding on
+/// for each family that has one. When an address was added, pins the link's MAC to its
+/// current value (or it follows the lowest port MAC as ports churn) and returns the link
+/// as read for that. Errors carry the reference's `failed to set bridge addr: ` prefix.
+pub fn ensure_gateways(
+    nl: &Netlink,
+    link: &Link,
+    gateways: &Gateways,
+    force_address: bool,
+) -> Result<Option<Link>, Error> {
+    let set_addr = |e: Error| Error::internal(format!("failed to set bridge addr: {}", e.msg));
+    if gateways.v4.is_empty() && gateways.v6.is_empty() {
+        return Ok(None);
+    }
+    // One dump of both families, kept current as gateways are added and replaced.
+    let mut present: Vec<IpNetwork> = nl
+        .addresses(Some(link.index))
+        .context("could not get list of IP addresses")
+        .map_err(set_addr)?
+        .into_iter()
+        .map(|a| a.addr)
+        .collect();
+    let mut added = false;
+    for (family, gws) in [(IpFamily::V4, &gateways.v4), (IpFamily::V6, &gateways.v6)] {
+        for gw in gws {
+            added |= ensure_gateway_addr(nl, link, &mut present, *gw, force_address)
+                .map_err(set_addr)?;
+        }
+        if !gws.is_empty() {
+            enable_forwarding(family)?;
+        }
+    }
+    if !added {
+        return Ok(None);
+    }
+    let now = nl
+        .link_by_index(link.index)
+        .context("could not lookup bridge")
+        .map_err(set_addr)?;
+    if let Some(mac) = now.mac {
+        nl.set_mac(link.index, mac)
+            .context("could not set bridge's mac")
+            .map_err(set_addr)?;
+    }
+    Ok(Some(now))
+}
+
+/// Puts `gw` on the bridge (Go `ensureAddr`), usable at once (no DAD): nothing to do when
+/// present; another IPv4 address, or an overlapping IPv6 one, is an error unless
+/// `force_address` replaces it. `present` is the bridge's addresses, updated here.
+/// Returns whether `gw` was added.
+fn ensure_gateway_addr(
     nl: &Netlink,
     br: &Link,
+    present: &mut Vec<IpNetwork>,
     gw: IpNetwork,
     force_address: bool,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let family_matches = |a: &IpNetwork| a.is_ipv4() == gw.is_ipv4();
-    let addrs = nl
-        .addresses(Some(br.index))
-        .context("could not get list of IP addresses")?;
-    for a in addrs.iter().map(|a| a.addr).filter(family_matches) {
+    // In the bridge's order, as the reference: a conflict before `gw` itself still counts.
+    for a in present.clone().into_iter().filter(family_matches) {
         if a == gw {
-            return Ok(());
+            return Ok(false);
         }
         // IPv6 link-local addresses never conflict with a gateway.
         if matches!(a.ip(), IpAddr::V6(v6) if v6.is_unicast_link_local()) {
@@ -119,6 +185,7 @@ pub fn ensure_gateway_addr(
             }
             nl.del_address(br.index, a)
                 .context(format!("could not remove IP address from {:?}", br.name))?;
+            present.retain(|p| *p != a);
         }
     }
     // Without DAD: the reference's address stays tentative for 1-2 s after ADD returns, so
@@ -136,20 +203,12 @@ pub fn ensure_gateway_addr(
             ));
         }
     }
-    // Pin the bridge MAC to its current value, or it follows the lowest port MAC as ports churn.
-    if let Some(mac) = nl
-        .link_by_index(br.index)
-        .context("could not lookup bridge")?
-        .mac
-    {
-        nl.set_mac(br.index, mac)
-            .context("could not set bridge's mac")?;
-    }
-    Ok(())
+    present.push(gw);
+    Ok(true)
 }
 
 /// Turns on forwarding for the family (written only when not already 1).
-pub fn enable_forwarding(family: IpFamily) -> Result<(), Error> {
+fn enable_forwarding(family: IpFamily) -> Result<(), Error> {
     let name = match family {
         IpFamily::V4 => "net.ipv4.ip_forward",
         IpFamily::V6 => "net.ipv6.conf.all.forwarding",
