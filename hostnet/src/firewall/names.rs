@@ -114,27 +114,45 @@ mod tests {
 
     #[test]
     fn nft_golden_vectors() {
-        // From pkg/ip/ipmasq_nftables_linux_test.go.
-        assert_eq!(
-            nft_instance_hash("unit-test", "eth0", "one"),
-            "6fd94d501e58f0aa-287fc69eff0574a2"
-        );
-        assert_eq!(
-            nft_comment("unit-test", "eth0", "two"),
-            "6fd94d501e58f0aa-d750b2c8f0f25d5f, net: unit-test, if: eth0, id: two"
-        );
-        assert_eq!(
-            nft_comment("unit-test", "eth0", "three"),
-            "6fd94d501e58f0aa-a4d4adb82b669cfe, net: unit-test, if: eth0, id: three"
-        );
-        assert_eq!(
-            nft_comment("alternate", "net1", "three"),
-            "82783ef24bdc7036-acb19d111858e348, net: alternate, if: net1, id: three"
-        );
-        assert_eq!(
-            nft_instance_hash("unit-test", "eth0", "four"),
-            "6fd94d501e58f0aa-e766de567ef6c543"
-        );
+        // From pkg/ip/ipmasq_nftables_linux_test.go: (network, ifname, id, instance hash).
+        for (network, ifname, id, hash) in [
+            (
+                "unit-test",
+                "eth0",
+                "one",
+                "6fd94d501e58f0aa-287fc69eff0574a2",
+            ),
+            (
+                "unit-test",
+                "eth0",
+                "two",
+                "6fd94d501e58f0aa-d750b2c8f0f25d5f",
+            ),
+            (
+                "unit-test",
+                "eth0",
+                "three",
+                "6fd94d501e58f0aa-a4d4adb82b669cfe",
+            ),
+            (
+                "alternate",
+                "net1",
+                "three",
+                "82783ef24bdc7036-acb19d111858e348",
+            ),
+            (
+                "unit-test",
+                "eth0",
+                "four",
+                "6fd94d501e58f0aa-e766de567ef6c543",
+            ),
+        ] {
+            assert_eq!(nft_instance_hash(network, ifname, id), hash);
+            assert_eq!(
+                nft_comment(network, ifname, id),
+                format!("{hash}, net: {network}, if: {ifname}, id: {id}")
+            );
+        }
     }
 
     #[test]
