@@ -6,7 +6,7 @@
 use std::fs::OpenOptions;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use libcni::netns::Netns;
@@ -81,12 +81,6 @@ impl NamedNetns {
     pub fn run_in(&self, mut cmd: Command) -> Output {
         self.run(move || cmd.output())
             .unwrap_or_else(|e| panic!("running a command in {}: {e}", self.name))
-    }
-
-    /// Start `cmd` inside this netns and return the running child.
-    pub fn spawn_in(&self, mut cmd: Command) -> Child {
-        self.run(move || cmd.spawn())
-            .unwrap_or_else(|e| panic!("spawning a command in {}: {e}", self.name))
     }
 
     /// Run `argv` inside this netns, panic unless it succeeds, return stdout.
