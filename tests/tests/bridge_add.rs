@@ -66,8 +66,7 @@ fn add_check_del(version: &str, case: &Case, extra: Value) {
         with_prev(&conf, &result)
     };
     env.del(&ctr, "dummy-0", &del_conf);
-    assert_eq!(links(&ctr).len(), 1, "container keeps only lo");
-    env.assert_clean();
+    env.assert_clean_with(&ctr);
     // DEL twice is fine.
     env.del(&ctr, "dummy-0", &del_conf);
 }
@@ -97,10 +96,7 @@ fn assert_result_shape(env: &Env, ctr: &NamedNetns, version: &str, result: &Valu
     assert_eq!(ifaces[1]["mac"], env.link(host_veth).unwrap()["address"]);
     assert_eq!(ifaces[2]["name"], IFNAME);
     assert_eq!(ifaces[2]["sandbox"], ctr.path().to_str().unwrap());
-    let ctr_link = links(ctr)
-        .into_iter()
-        .find(|l| l["ifname"] == IFNAME)
-        .unwrap();
+    let ctr_link = link(ctr, IFNAME).unwrap();
     assert_eq!(ifaces[2]["mac"], ctr_link["address"]);
     for ip in result["ips"].as_array().unwrap() {
         assert_eq!(ip["interface"], 2, "{result}");
@@ -143,7 +139,7 @@ fn assert_kernel(env: &Env, ctr: &NamedNetns, case: &Case, result: &Value) {
     assert_eq!(veth["linkinfo"]["info_slave_data"]["isolated"], false);
     assert_eq!(veth["linkinfo"]["info_slave_data"]["hairpin"], false);
 
-    let ctr_link = links_named(ctr, IFNAME);
+    let ctr_link = link(ctr, IFNAME).unwrap();
     assert_eq!(ctr_link["linkinfo"]["info_kind"], "veth");
     assert!(oper_up_soon(ctr, IFNAME), "container end operationally up");
     let addrs = global_addrs(ctr, IFNAME);
@@ -179,7 +175,7 @@ fn assert_kernel(env: &Env, ctr: &NamedNetns, case: &Case, result: &Value) {
 /// container end's carrier asynchronously (linkwatch), so allow it a moment.
 fn oper_up_soon(ns: &NamedNetns, name: &str) -> bool {
     (0..20).any(|_| {
-        let up = links_named(ns, name)["operstate"] == "UP";
+        let up = link(ns, name).unwrap()["operstate"] == "UP";
         if !up {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
@@ -187,48 +183,34 @@ fn oper_up_soon(ns: &NamedNetns, name: &str) -> bool {
     })
 }
 
-fn links_named(ns: &NamedNetns, name: &str) -> Value {
-    links(ns).into_iter().find(|l| l["ifname"] == name).unwrap()
+/// [`add_check_del`] of `case` at every version, as the test `test`.
+fn each_version(test: &str, case: &Case) {
+    if !privileged(test) {
+        return;
+    }
+    for v in VERSIONS {
+        add_check_del(v, case, json!({}));
+    }
 }
 
 #[test]
 fn add_check_del_ipv4_all_versions() {
-    if !privileged("add_check_del_ipv4_all_versions") {
-        return;
-    }
-    for v in VERSIONS {
-        add_check_del(v, &V4, json!({}));
-    }
+    each_version("add_check_del_ipv4_all_versions", &V4);
 }
 
 #[test]
 fn add_check_del_ipv6_all_versions() {
-    if !privileged("add_check_del_ipv6_all_versions") {
-        return;
-    }
-    for v in VERSIONS {
-        add_check_del(v, &V6, json!({}));
-    }
+    each_version("add_check_del_ipv6_all_versions", &V6);
 }
 
 #[test]
 fn add_check_del_dual_stack_all_versions() {
-    if !privileged("add_check_del_dual_stack_all_versions") {
-        return;
-    }
-    for v in VERSIONS {
-        add_check_del(v, &DUAL, json!({}));
-    }
+    each_version("add_check_del_dual_stack_all_versions", &DUAL);
 }
 
 #[test]
 fn three_subnets_all_versions() {
-    if !privileged("three_subnets_all_versions") {
-        return;
-    }
-    for v in VERSIONS {
-        add_check_del(v, &THREE, json!({}));
-    }
+    each_version("three_subnets_all_versions", &THREE);
 }
 
 #[test]
@@ -261,8 +243,7 @@ fn l2_all_versions() {
         if is_legacy(v) {
             let (_, msg) = error_of(&out);
             assert_eq!(msg, "cannot convert: no valid IP addresses");
-            assert_eq!(links(&ctr).len(), 1);
-            env.assert_clean();
+            env.assert_clean_with(&ctr);
             continue;
         }
         let result = out.assert_success().json();
@@ -280,8 +261,7 @@ fn l2_all_versions() {
                 .assert_success();
         }
         env.del(&ctr, "dummy-0", &conf);
-        assert_eq!(links(&ctr).len(), 1);
-        env.assert_clean();
+        env.assert_clean_with(&ctr);
     }
 }
 
@@ -314,8 +294,7 @@ fn vlan_configs_fail_cleanly_on_this_kernel() {
                 assert_eq!(code, 999, "{msg}");
                 assert!(msg.contains("vlan"), "{msg}");
             }
-            assert_eq!(links(&ctr).len(), 1);
-            env.assert_clean();
+            env.assert_clean_with(&ctr);
         }
     }
 }
@@ -414,8 +393,7 @@ fn force_address() {
                 );
                 assert_eq!(addrs, vec![existing.to_string()]);
                 // The failed ADD released its IP and removed its veth.
-                env.assert_clean();
-                assert_eq!(links(&ctr).len(), 1);
+                env.assert_clean_with(&ctr);
                 continue;
             }
             out.assert_success();
@@ -505,7 +483,7 @@ fn explicit_mac_precedence() {
             .run_in(&env.host);
         let result = out.assert_success().json();
         assert_eq!(result["interfaces"][2]["mac"], want);
-        assert_eq!(links_named(&ctr, IFNAME)["address"], want);
+        assert_eq!(link(&ctr, IFNAME).unwrap()["address"], want);
         env.plugin("DEL", ctr.path().to_str().unwrap(), "dummy-0", &conf)
             .args(&cni_args)
             .run_in(&env.host)
@@ -580,7 +558,7 @@ fn disable_container_interface() {
     env.assert_clean();
     let conf = env.l2_conf("1.0.0", json!({"disableContainerInterface": true}));
     let result = env.add(&ctr, "dummy-0", &conf);
-    assert_ne!(links_named(&ctr, IFNAME)["operstate"], "UP");
+    assert_ne!(link(&ctr, IFNAME).unwrap()["operstate"], "UP");
     env.run("CHECK", &ctr, "dummy-0", &with_prev(&conf, &result))
         .assert_success();
     env.del(&ctr, "dummy-0", &conf);

@@ -109,20 +109,8 @@ fn fifty_concurrent_adds_create_one_bridge() {
     let ctrs: Vec<NamedNetns> = (0..N).map(|_| NamedNetns::new("ctr")).collect();
     assert!(env.link(BRIDGE).is_none());
     let run_all = |cmd: &str| {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = ctrs
-                .iter()
-                .enumerate()
-                .map(|(i, ctr)| {
-                    let (env, conf) = (&env, &conf);
-                    s.spawn(move || env.run(cmd, ctr, &format!("c{i}"), conf))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
-        })
+        let all = ctrs.iter().enumerate().map(|(i, c)| (format!("c{i}"), c));
+        env.run_concurrently(cmd, &conf, all)
     };
     let adds = run_all("ADD");
     let mut ips: Vec<String> = adds
@@ -140,15 +128,11 @@ fn fifty_concurrent_adds_create_one_bridge() {
     env.assert_clean();
 }
 
-/// Global IPv6 addresses of `dev` in `ns` still doing DAD.
-fn tentative_addrs(ns: &cni_tests::NamedNetns, dev: &str) -> Vec<String> {
-    let v: Vec<serde_json::Value> =
-        serde_json::from_str(&ns.exec_in(&["ip", "-6", "-j", "addr", "show", "dev", dev])).unwrap();
-    v[0]["addr_info"]
-        .as_array()
-        .unwrap()
+/// Global addresses of `dev` in `ns` still doing DAD (IPv6 only has DAD).
+fn tentative_addrs(ns: &NamedNetns, dev: &str) -> Vec<String> {
+    global_addr_info(ns, dev)
         .iter()
-        .filter(|a| a["tentative"] == true && a["scope"] == "global")
+        .filter(|a| a["tentative"] == true)
         .map(|a| a["local"].as_str().unwrap().to_string())
         .collect()
 }
@@ -170,19 +154,8 @@ fn fifty_concurrent_adds_with_nftables_keep_every_rule() {
     );
     let ctrs: Vec<NamedNetns> = (0..N + N / 2).map(|_| NamedNetns::new("ctr")).collect();
     let run = |cmd: &str, range: std::ops::Range<usize>| {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = range
-                .map(|i| {
-                    let (env, conf, ctr) = (&env, &conf, &ctrs[i]);
-                    let cmd = cmd.to_string();
-                    s.spawn(move || env.run(&cmd, ctr, &format!("c{i}"), conf))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
-        })
+        let some = range.map(|i| (format!("c{i}"), &ctrs[i]));
+        env.run_concurrently(cmd, &conf, some)
     };
     for out in run("ADD", 0..N) {
         out.assert_success();

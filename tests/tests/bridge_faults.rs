@@ -18,6 +18,14 @@ fn full_conf(env: &Env, version: &str, subnets: &[&str]) -> Value {
     )
 }
 
+/// [`full_conf`] (1.0.0) whose IPAM is the script `name` in CNI_PATH, running `body`.
+fn scripted_ipam_conf(env: &Env, subnets: &[&str], name: &str, body: &str) -> Value {
+    env.ipam_script(name, body);
+    let mut conf = full_conf(env, "1.0.0", subnets);
+    conf["ipam"]["type"] = json!(name);
+    conf
+}
+
 #[test]
 fn ipam_exhausted_rolls_back() {
     if !privileged("ipam_exhausted_rolls_back") {
@@ -46,18 +54,17 @@ fn failing_ipam_plugin_rolls_back() {
         return;
     }
     let env = Env::new("ipamfail");
-    env.ipam_script(
+    let ctr = NamedNetns::new("ctr");
+    let conf = scripted_ipam_conf(
+        &env,
+        &["10.1.2.0/24"],
         "failipam",
         r#"[ "$CNI_COMMAND" = ADD ] || exit 0
 echo '{"cniVersion":"1.0.0","code":11,"msg":"try again later"}'; exit 1"#,
     );
-    let ctr = NamedNetns::new("ctr");
-    let mut conf = full_conf(&env, "1.0.0", &["10.1.2.0/24"]);
-    conf["ipam"]["type"] = json!("failipam");
     let (code, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
     assert_eq!((code, msg.as_str()), (11, "try again later"));
-    assert_eq!(links(&ctr).len(), 1);
-    env.assert_clean();
+    env.assert_clean_with(&ctr);
 }
 
 #[test]
@@ -67,7 +74,10 @@ fn ipam_without_ips_rolls_back() {
     }
     let env = Env::new("noips");
     let marker = env.data.join("ipam-del-called");
-    env.ipam_script(
+    let ctr = NamedNetns::new("ctr");
+    let conf = scripted_ipam_conf(
+        &env,
+        &["10.1.2.0/24"],
         "emptyipam",
         &format!(
             r#"cat >/dev/null
@@ -78,14 +88,10 @@ esac"#,
             marker.display()
         ),
     );
-    let ctr = NamedNetns::new("ctr");
-    let mut conf = full_conf(&env, "1.0.0", &["10.1.2.0/24"]);
-    conf["ipam"]["type"] = json!("emptyipam");
     let (_, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
     assert_eq!(msg, "IPAM plugin returned missing IP config");
     assert!(marker.exists(), "the reservation is released");
-    assert_eq!(links(&ctr).len(), 1);
-    env.assert_clean();
+    env.assert_clean_with(&ctr);
 }
 
 /// The IPAM deletes the container netns before answering: whatever ADD returns, the
@@ -97,7 +103,9 @@ fn netns_vanishing_mid_add() {
     }
     let env = Env::new("vanish");
     let ctr = NamedNetns::new("ctr");
-    env.ipam_script(
+    let conf = scripted_ipam_conf(
+        &env,
+        &["10.1.2.0/24"],
         "vanishipam",
         &format!(
             "[ \"$CNI_COMMAND\" = ADD ] && ip netns del {}\nexec {}",
@@ -105,8 +113,6 @@ fn netns_vanishing_mid_add() {
             env.cni.join("host-local").display()
         ),
     );
-    let mut conf = full_conf(&env, "1.0.0", &["10.1.2.0/24"]);
-    conf["ipam"]["type"] = json!("vanishipam");
     let out = env.run("ADD", &ctr, "dummy-0", &conf);
     assert!(!ctr.path().exists());
     let del_conf = if out.success() {
@@ -257,7 +263,9 @@ fn del_failing_half_way_is_retried() {
     for prev in [true, false] {
         let env = Env::new("delretry");
         let marker = env.data.join("del-failed-once");
-        env.ipam_script(
+        let conf = scripted_ipam_conf(
+            &env,
+            &["10.1.2.0/24", "fd00::/64"],
             "flakyipam",
             &format!(
                 r#"if [ "$CNI_COMMAND" = DEL ] && [ ! -e {m} ]; then
@@ -269,8 +277,6 @@ exec {hl}"#,
                 hl = env.cni.join("host-local").display()
             ),
         );
-        let mut conf = full_conf(&env, "1.0.0", &["10.1.2.0/24", "fd00::/64"]);
-        conf["ipam"]["type"] = json!("flakyipam");
         let ctr = NamedNetns::new("ctr");
         let result = env.add(&ctr, "dummy-0", &conf);
         let del_conf = if prev {
@@ -426,10 +432,7 @@ fn unusual_ifnames_add_check_del() {
             nft.contains(&format!("if: {ifname}, id: {id}")),
             "{ifname:?}:\n{nft}"
         );
-        assert!(
-            links(&ctr).iter().any(|l| l["ifname"] == ifname),
-            "{ifname:?}"
-        );
+        assert!(link(&ctr, ifname).is_some(), "{ifname:?}");
         run("CHECK", &with_prev(&conf, &result)).assert_success();
         run("DEL", &with_prev(&conf, &result)).assert_success();
         env.assert_clean();

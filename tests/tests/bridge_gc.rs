@@ -102,41 +102,23 @@ fn gc_without_key_removes_nothing_and_empty_list_only_this_network() {
         }
     };
     gc(None);
-    assert_eq!(
-        has_rules(&env, NETWORK, "c0"),
-        (true, false),
-        "no key: c0 kept"
-    );
-    assert_eq!(
-        has_rules(&env, NETWORK, "c1"),
-        (false, true),
-        "no key: c1 kept"
-    );
+    for (id, want) in [("c0", (true, false)), ("c1", (false, true))] {
+        assert_eq!(has_rules(&env, NETWORK, id), want, "no key: {id} kept");
+    }
     if our_host_local_works() {
         assert_eq!(env.ip_files().len(), ips_before, "no key: no IP released");
     }
 
     gc(Some(vec![]));
-    assert_eq!(
-        has_rules(&env, NETWORK, "c0"),
-        (false, false),
-        "empty list: c0 gone"
-    );
-    assert_eq!(
-        has_rules(&env, NETWORK, "c1"),
-        (false, false),
-        "empty list: c1 gone"
-    );
-    assert_eq!(
-        has_rules(&env, OTHER, "o0"),
-        (true, false),
-        "other network kept"
-    );
-    assert_eq!(
-        has_rules(&env, OTHER, "o1"),
-        (false, true),
-        "other network kept"
-    );
+    let after_empty_list = [
+        (NETWORK, "c0", (false, false), "empty list: c0 gone"),
+        (NETWORK, "c1", (false, false), "empty list: c1 gone"),
+        (OTHER, "o0", (true, false), "other network kept"),
+        (OTHER, "o1", (false, true), "other network kept"),
+    ];
+    for (network, id, want, what) in after_empty_list {
+        assert_eq!(has_rules(&env, network, id), want, "{what}");
+    }
     assert!(
         env.cni_nat_rules()
             .iter()

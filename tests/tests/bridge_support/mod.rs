@@ -165,7 +165,23 @@ impl Env {
     }
 
     pub fn link(&self, name: &str) -> Option<Value> {
-        self.links().into_iter().find(|l| l["ifname"] == name)
+        link(&self.host, name)
+    }
+
+    /// `cmd` for every `(container id, netns)` at once, each on its own thread.
+    pub fn run_concurrently<'a>(
+        &self,
+        cmd: &str,
+        conf: &Value,
+        ctrs: impl IntoIterator<Item = (String, &'a NamedNetns)>,
+    ) -> Vec<PluginOutput> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ctrs
+                .into_iter()
+                .map(|(id, ctr)| s.spawn(move || self.run(cmd, ctr, &id, conf)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
     }
 
     /// Reserved IPs in the dataDir (files named like addresses).
@@ -215,6 +231,16 @@ impl Env {
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+    }
+
+    /// [`Env::assert_clean`], and the container `ctr` has nothing but lo.
+    pub fn assert_clean_with(&self, ctr: &NamedNetns) {
+        let names: Vec<Value> = links(ctr)
+            .into_iter()
+            .map(|l| l["ifname"].clone())
+            .collect();
+        assert_eq!(names, vec![json!("lo")], "container keeps only lo");
+        self.assert_clean();
     }
 
     /// Nothing of any attachment is left: host links are lo and (maybe) the bridge,
@@ -269,8 +295,13 @@ pub fn links(ns: &NamedNetns) -> Vec<Value> {
     serde_json::from_str(&ns.exec_in(&["ip", "-d", "-j", "link", "show"])).unwrap()
 }
 
-/// `ip -j addr show dev <dev>`'s addr_info of global scope.
-pub fn global_addrs(ns: &NamedNetns, dev: &str) -> Vec<String> {
+/// The link `name` of `ns` as `ip -d -j link show` describes it.
+pub fn link(ns: &NamedNetns, name: &str) -> Option<Value> {
+    links(ns).into_iter().find(|l| l["ifname"] == name)
+}
+
+/// `ip -j addr show dev <dev>`'s addr_info entries of global scope.
+pub fn global_addr_info(ns: &NamedNetns, dev: &str) -> Vec<Value> {
     let v: Vec<Value> =
         serde_json::from_str(&ns.exec_in(&["ip", "-j", "addr", "show", "dev", dev])).unwrap();
     v[0]["addr_info"]
@@ -278,6 +309,14 @@ pub fn global_addrs(ns: &NamedNetns, dev: &str) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|a| a["scope"] == "global")
+        .cloned()
+        .collect()
+}
+
+/// Global addresses of `dev` in `ns`, `addr/prefix`.
+pub fn global_addrs(ns: &NamedNetns, dev: &str) -> Vec<String> {
+    global_addr_info(ns, dev)
+        .iter()
         .map(|a| format!("{}/{}", a["local"].as_str().unwrap(), a["prefixlen"]))
         .collect()
 }
