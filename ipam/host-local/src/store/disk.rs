@@ -41,14 +41,19 @@ impl DiskStore {
         create: bool,
     ) -> Result<Option<DiskStore>, StoreError> {
         let dir = data_dir.join(network);
-        if create {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(&dir)
-                .map_err(|e| StoreError::io("creating store directory", &dir, e))?;
-        }
-        match fs::symlink_metadata(&dir) {
+        // One lstat when the store exists (every call after the first); mkdir only when not.
+        let meta = match fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == ErrorKind::NotFound && create => {
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(&dir)
+                    .map_err(|e| StoreError::io("creating store directory", &dir, e))?;
+                fs::symlink_metadata(&dir)
+            }
+            other => other,
+        };
+        match meta {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(StoreError::NotADirectory(dir)),
             Err(e) if e.kind() == ErrorKind::NotFound && !create => return Ok(None),
