@@ -142,7 +142,12 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// The whole file with `stamp` in its header.
 pub fn encode(stamp: &Stamp, entries: &[Entry]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(entries.len() * RECORD_LEN);
+    // Records go straight into the file's buffer (megabytes on a busy node); the header
+    // is filled in once the body's hash is known.
+    let body_at = MAGIC.len() + HEADER_LEN;
+    let mut out = Vec::with_capacity(body_at + entries.len() * RECORD_LEN);
+    out.extend_from_slice(MAGIC);
+    out.resize(body_at, 0);
     for e in entries {
         let (kind, hash) = match e.tag {
             Tag::Attachment(h) => (1u8, h),
@@ -162,12 +167,10 @@ pub fn encode(stamp: &Stamp, entries: &[Entry]) -> Vec<u8> {
                 rec[16..32].copy_from_slice(&v6.octets());
             }
         }
-        body.extend_from_slice(&rec);
+        out.extend_from_slice(&rec);
     }
-    let mut out = Vec::with_capacity(MAGIC.len() + HEADER_LEN + body.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&header(stamp, entries.len() as u64, checksum(&body)));
-    out.extend_from_slice(&body);
+    let h = header(stamp, entries.len() as u64, checksum(&out[body_at..]));
+    out[MAGIC.len()..body_at].copy_from_slice(&h);
     out
 }
 
