@@ -9,6 +9,7 @@
 # when it answers ADD, else the Go one for both (said in the output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 RUNS=${1:-30}
 GO_DIR=/usr/lib/cni
 TARGET=${CARGO_TARGET_DIR:-target}
@@ -17,18 +18,11 @@ cargo build --release -q -p bridge -p host-local
 OURS_DIR=$TARGET/release
 OURS_DIR=$(cd "$OURS_DIR" && pwd)
 
-WORK=$(mktemp -d /tmp/bench-bridge.XXXXXX)
+make_work bench-bridge
 HOST_NS=bench-br-h-$$
 CTR_NS=bench-br-c-$$
-cleanup() {
-    ip netns del "$HOST_NS" 2>/dev/null || true
-    ip netns del "$CTR_NS" 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-ip netns add "$HOST_NS"
-ip netns add "$CTR_NS"
+make_netns "$HOST_NS"
+make_netns "$CTR_NS"
 
 # Does our host-local answer ADD?
 probe_conf='{"cniVersion":"1.0.0","name":"probe","type":"bridge","ipam":{"type":"host-local","subnet":"10.99.0.0/24","dataDir":"'$WORK/probe'"}}'
@@ -72,8 +66,6 @@ bench_one() { # impl
         done' _ "$conf"
 }
 
-median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.1f", m/1000}'; }
-
 bench_one ours >"$WORK/ours.txt"
 bench_one go >"$WORK/go.txt"
 
@@ -86,10 +78,10 @@ if [ "$leftover" != 0 ] || [ "$rules" != 0 ] || [ "$ips" != 0 ]; then
     exit 1
 fi
 
-ours_add=$(cut -d' ' -f1 "$WORK/ours.txt" | median)
-ours_del=$(cut -d' ' -f2 "$WORK/ours.txt" | median)
-go_add=$(cut -d' ' -f1 "$WORK/go.txt" | median)
-go_del=$(cut -d' ' -f2 "$WORK/go.txt" | median)
+ours_add=$(cut -d' ' -f1 "$WORK/ours.txt" | median_ms)
+ours_del=$(cut -d' ' -f2 "$WORK/ours.txt" | median_ms)
+go_add=$(cut -d' ' -f1 "$WORK/go.txt" | median_ms)
+go_del=$(cut -d' ' -f2 "$WORK/go.txt" | median_ms)
 echo "bridge + host-local, ipMasq (iptables), $RUNS runs each, median ms"
 printf '%-5s %8s %8s %8s\n' verb ours go ours/go
 printf '%-5s %8s %8s %8.2f\n' ADD "$ours_add" "$go_add" "$(echo "$ours_add / $go_add" | bc -l)"

@@ -14,13 +14,13 @@ FILL=${FILL:-60000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 GO=${GO_HOST_LOCAL:-/usr/lib/cni/host-local}
+source "$ROOT/scripts/lib.sh"
 
 cargo build --quiet --release -p host-local --manifest-path "$ROOT/Cargo.toml" >&2
 OURS=$TARGET/release/host-local
 [[ -x $GO ]] || { echo "Go host-local not found at $GO (apt-get install containernetworking-plugins)" >&2; exit 1; }
 
-WORK=$(mktemp -d /tmp/bench-host-local.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+make_work bench-host-local
 
 # conf <dataDir>: a config file for the bench network (cniVersion 1.0.0: the Go v1.1.1 maximum)
 conf() {
@@ -55,10 +55,6 @@ run() {
     fi
     t1=$EPOCHREALTIME
     echo $((10#${t1/./} - 10#${t0/./}))
-}
-
-median_ms() {
-    sort -n | awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f", m / 1000}'
 }
 
 # bench <bin> <dataDir>: "<ADD median> <DEL median>"
