@@ -216,11 +216,16 @@ impl DiskStore {
         Ok(Stamp::of(&meta))
     }
 
-    fn forget(&mut self, ips: &HashSet<IpAddr>) {
+    fn forget(&mut self, mut ips: Vec<IpAddr>) {
+        // Sorted, not hashed: a DEL forgets one or two addresses, and hashing each of
+        // the index's entries (60,000 on a busy node) to look them up costs more.
+        ips.sort_unstable();
         let before = self.entries.len();
-        self.entries.retain(|e| !ips.contains(&e.ip));
+        self.entries.retain(|e| ips.binary_search(&e.ip).is_err());
         if let Some(t) = self.taken.as_mut() {
-            t.retain(|ip| !ips.contains(ip));
+            for ip in &ips {
+                t.remove(ip);
+            }
         }
         // Nothing forgotten, nothing to write (a removal the index did not know of has
         // changed the directory, so the next caller rescans anyway).
@@ -362,7 +367,7 @@ impl Store for DiskStore {
     }
 
     fn release_ips(&mut self, ips: &[IpAddr]) -> Result<(), StoreError> {
-        let mut gone = HashSet::with_capacity(ips.len());
+        let mut gone = Vec::with_capacity(ips.len());
         let mut failure = None;
         for ip in ips {
             let path = self.lease_path(*ip);
@@ -374,9 +379,9 @@ impl Store for DiskStore {
                     continue;
                 }
             }
-            gone.insert(*ip);
+            gone.push(*ip);
         }
-        self.forget(&gone);
+        self.forget(gone);
         failure.map_or(Ok(()), Err)
     }
 
