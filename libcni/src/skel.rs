@@ -164,7 +164,8 @@ fn dispatch(
     stdin
         .read_to_end(&mut stdin_data)
         .map_err(|e| Error::new(code::IO_FAILURE, format!("error reading from stdin: {e}")))?;
-    validate_config_name(&stdin_data)?;
+    let head = ConfigHead::parse(&stdin_data)?;
+    validate_network_name(head.name.as_deref().unwrap_or_default())?;
     let Some(verb) = verb else {
         return Err(Error::invalid_env(format!(
             "unknown CNI_COMMAND: {command}"
@@ -176,7 +177,7 @@ fn dispatch(
         ifname: env("CNI_IFNAME"),
         args: env("CNI_ARGS"),
         path: env("CNI_PATH"),
-        config_version: config_version(&stdin_data)?,
+        config_version: head.version()?,
         stdin_data,
     };
     if verb.requires("CNI_CONTAINERID") {
@@ -205,16 +206,31 @@ fn dispatch(
     }
 }
 
-fn config_version(stdin: &[u8]) -> Result<String, Error> {
-    let v: serde_json::Value = serde_json::from_slice(stdin)
-        .map_err(|e| Error::decoding(format!("decoding version from network config: {e}")))?;
-    match v.get("cniVersion") {
-        None | Some(serde_json::Value::Null) => Ok("0.1.0".into()),
-        Some(serde_json::Value::String(s)) if s.is_empty() => Ok("0.1.0".into()),
-        Some(serde_json::Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(Error::decoding(format!(
-            "decoding version from network config: cniVersion {other} is not a string"
-        ))),
+/// The two keys skel reads from every config, decoded in one pass.
+#[derive(serde::Deserialize)]
+struct ConfigHead {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(rename = "cniVersion", default)]
+    cni_version: Option<serde_json::Value>,
+}
+
+impl ConfigHead {
+    fn parse(stdin: &[u8]) -> Result<ConfigHead, Error> {
+        serde_json::from_slice(stdin)
+            .map_err(|e| Error::decoding(format!("error unmarshall network config: {e}")))
+    }
+
+    /// The config's version; absent or empty reads as 0.1.0.
+    fn version(&self) -> Result<String, Error> {
+        match &self.cni_version {
+            None | Some(serde_json::Value::Null) => Ok("0.1.0".into()),
+            Some(serde_json::Value::String(s)) if s.is_empty() => Ok("0.1.0".into()),
+            Some(serde_json::Value::String(s)) => Ok(s.clone()),
+            Some(other) => Err(Error::decoding(format!(
+                "decoding version from network config: cniVersion {other} is not a string"
+            ))),
+        }
     }
 }
 
@@ -256,17 +272,6 @@ fn is_valid_name(s: &str) -> bool {
     let mut chars = s.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-}
-
-fn validate_config_name(stdin: &[u8]) -> Result<(), Error> {
-    #[derive(serde::Deserialize)]
-    struct Named {
-        #[serde(default)]
-        name: Option<String>,
-    }
-    let conf: Named = serde_json::from_slice(stdin)
-        .map_err(|e| Error::decoding(format!("error unmarshall network config: {e}")))?;
-    validate_network_name(&conf.name.unwrap_or_default())
 }
 
 /// Go `utils.ValidateNetworkName`.
