@@ -439,3 +439,67 @@ fn unusual_ifnames_add_check_del() {
         assert!(!env.nft_ruleset().contains("cni-br-iface-"), "{ifname:?}");
     }
 }
+
+/// A DEL for another container whose prevResult names the victim's host veth (a stale
+/// cache, a reused name) must leave the victim alone: the MAC must be the one recorded,
+/// and when the DEL names a living namespace the veth's peer must live there.
+#[test]
+fn del_never_deletes_another_attachments_veth() {
+    if !privileged("del_never_deletes_another_attachments_veth") {
+        return;
+    }
+    let env = Env::new("owner");
+    let conf = full_conf(&env, "1.0.0", &["10.1.2.0/24"]);
+    let victim = NamedNetns::new("victim");
+    let result = env.add(&victim, "victim", &conf);
+    let veth = result["interfaces"][1].clone();
+    let veth_name = veth["name"].as_str().unwrap().to_string();
+    assert!(env.link(&veth_name).is_some());
+
+    let other = NamedNetns::new("other");
+    let junk = TempDir::new("owner-notns");
+    let file = junk.join("ns");
+    std::fs::write(&file, "").unwrap();
+    let missing = junk.join("missing");
+    let stale = |mac: &str| {
+        with_prev(
+            &conf,
+            &json!({"cniVersion": "1.0.0", "ips": [],
+                    "interfaces": [{"name": BRIDGE}, {"name": veth_name, "mac": mac}]}),
+        )
+    };
+    let real_mac = veth["mac"].as_str().unwrap();
+    let cases = [
+        ("", "02:00:00:00:00:01"),
+        (missing.to_str().unwrap(), "02:00:00:00:00:01"),
+        (file.to_str().unwrap(), "02:00:00:00:00:01"),
+        (other.path().to_str().unwrap(), "02:00:00:00:00:01"),
+        // The right MAC, but the peer lives elsewhere than the namespace this DEL names.
+        (other.path().to_str().unwrap(), real_mac),
+        (other.path().to_str().unwrap(), &real_mac.to_uppercase()),
+    ];
+    for (netns, mac) in cases {
+        let out = env
+            .plugin("DEL", netns, "ghost", &stale(mac))
+            .run_in(&env.host);
+        out.assert_success();
+        assert!(
+            env.link(&veth_name).is_some(),
+            "DEL (netns {netns:?}, mac {mac}) deleted the victim's veth"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("leaving"),
+            "DEL says why it left {veth_name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(link(&victim, IFNAME).is_some(), "the victim keeps its eth0");
+    assert_eq!(env.ip_files().len(), 1, "the victim keeps its lease");
+    assert!(
+        !env.cni_nat_rules().is_empty(),
+        "the victim keeps its rules"
+    );
+
+    env.del(&victim, "victim", &with_prev(&conf, &result));
+    env.assert_clean_with(&victim);
+}

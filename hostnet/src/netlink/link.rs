@@ -35,6 +35,9 @@ pub struct Link {
     pub master: Option<u32>,
     /// `IFLA_LINK`: for a veth, the peer's index (in the peer's namespace).
     pub peer_index: Option<u32>,
+    /// `IFLA_LINK_NETNSID`: the peer's namespace as this namespace numbers it (see
+    /// [`Netlink::netns_id`]); `None` when the peer is in this namespace.
+    pub peer_netns_id: Option<i32>,
     /// `IFF_PROMISC` as set by `ip link set promisc on` (not by bridge membership).
     pub promisc: bool,
     /// Bridge-port hairpin mode; `None` unless the link is a bridge port.
@@ -70,6 +73,7 @@ impl Link {
             oper_state: "unknown".into(),
             master: None,
             peer_index: None,
+            peer_netns_id: None,
             promisc: flags.contains(LinkFlags::Promisc),
             hairpin: None,
             isolated: None,
@@ -85,6 +89,7 @@ impl Link {
                 }
                 LinkAttribute::Controller(m) => link.master = Some(*m),
                 LinkAttribute::Link(p) => link.peer_index = Some(*p),
+                LinkAttribute::LinkNetNsId(id) => link.peer_netns_id = Some(*id),
                 LinkAttribute::LinkInfo(infos) => link.read_info(infos),
                 _ => {}
             }

@@ -14,6 +14,7 @@
 mod addr;
 mod error;
 mod link;
+mod nsid;
 mod route;
 mod vlan;
 

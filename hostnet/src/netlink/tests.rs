@@ -169,6 +169,37 @@ fn veth_born_in_container_with_bridge_port_options() {
     );
 }
 
+/// A veth's peer namespace as the host numbers it is the id the host gives that
+/// namespace's file, and differs from a third namespace's.
+#[test]
+fn peer_netns_id_names_the_peers_namespace() {
+    host_ctr_test(
+        "peer_netns_id_names_the_peers_namespace",
+        |host, ctr_ns, ctr| {
+            let other_ns = new_netns();
+            assert_eq!(host.netns_id(other_ns.as_fd()).unwrap(), None);
+            veth_pair_up(host, ctr_ns, ctr);
+            let h = host.link_by_name("veth0").unwrap().unwrap();
+            let id = host.netns_id(ctr_ns.as_fd()).unwrap();
+            assert!(id.is_some());
+            assert_eq!(h.peer_netns_id, id);
+            assert_ne!(host.netns_id(other_ns.as_fd()).unwrap(), id);
+            host.create_veth(
+                "hv0",
+                "hv1",
+                None,
+                None,
+                File::open("/proc/thread-self/ns/net").unwrap().as_fd(),
+            )
+            .unwrap();
+            assert_eq!(
+                host.link_by_name("hv0").unwrap().unwrap().peer_netns_id,
+                None
+            );
+        },
+    )
+}
+
 #[test]
 fn wait_oper_up_reports_final_state() {
     host_ctr_test("wait_oper_up_reports_final_state", |host, ctr_ns, _| {

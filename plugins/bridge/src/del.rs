@@ -2,18 +2,30 @@
 //! addresses whose masquerade rules must go), then the IP reservation, then the firewall
 //! rules. A missing, empty or broken netns, a missing link or a missing IPAM record is
 //! not an error; `prevResult` supplies the IPs (and the host veth, which outlives an
-//! unreachable but living netns) when the container side is gone.
+//! unreachable but living netns) when the container side is gone. A host veth is deleted
+//! on prevResult's word only when it provably is this attachment's ([`owned_by_us`]).
 
-use crate::config::BridgeConf;
+use crate::config::{BridgeConf, parse_mac};
 use crate::fail::Context;
 use hostnet::firewall::{self, spoofcheck};
-use hostnet::netlink::Netlink;
+use hostnet::netlink::{Link, Netlink};
 use ipnetwork::IpNetwork;
 use libcni::Error;
 use libcni::netns::{Netns, NetnsError};
 use libcni::skel::CmdArgs;
-use libcni::types::CniResult;
+use libcni::types::{CniResult, Interface};
 use std::os::fd::AsFd;
+
+/// What DEL found of the container side.
+enum ContainerSide {
+    /// The container interface was deleted (its veth peer with it); these were its
+    /// global addresses.
+    Deleted(Vec<IpNetwork>),
+    /// The namespace is there but holds no such interface.
+    NoLink(Netns),
+    /// No namespace given, or it is gone, or the path is not a namespace.
+    Unreachable,
+}
 
 pub fn del(args: &CmdArgs) -> Result<(), Error> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
@@ -24,18 +36,15 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
         .map(|ip| ip.address)
         .collect();
     match delete_container_link(args)? {
-        Some(addrs) => {
+        ContainerSide::Deleted(addrs) => {
             for ip in addrs {
                 if !ips.contains(&ip) {
                     ips.push(ip);
                 }
             }
         }
-        None => {
-            if let Some(prev) = &prev {
-                delete_host_veths(&conf, prev)?;
-            }
-        }
+        ContainerSide::NoLink(ns) => delete_host_veths(&conf, prev.as_ref(), Some(&ns))?,
+        ContainerSide::Unreachable => delete_host_veths(&conf, prev.as_ref(), None)?,
     }
 
     let mut errors = Vec::new();
@@ -63,18 +72,16 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
     }
 }
 
-/// Deletes the container interface and returns its global addresses; `None` when it
-/// could not be reached: no netns given, a namespace that is gone or is not a namespace
-/// any more (`unknown FS magic`), or no such link in it.
-fn delete_container_link(args: &CmdArgs) -> Result<Option<Vec<IpNetwork>>, Error> {
+/// Deletes the container interface and returns its global addresses.
+fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, Error> {
     if args.netns.is_empty() {
-        return Ok(None);
+        return Ok(ContainerSide::Unreachable);
     }
     let netns = match Netns::open(&args.netns) {
         Ok(ns) => ns,
         Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
             eprintln!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
-            return Ok(None);
+            return Ok(ContainerSide::Unreachable);
         }
         Err(e) => {
             return Err(crate::fail::fail(
@@ -89,7 +96,7 @@ fn delete_container_link(args: &CmdArgs) -> Result<Option<Vec<IpNetwork>>, Error
         .link_by_name(&args.ifname)
         .context(format!("failed to lookup {:?}", args.ifname))?
     else {
-        return Ok(None);
+        return Ok(ContainerSide::NoLink(netns));
     };
     let addrs = nl
         .addresses(Some(link.index))
@@ -103,7 +110,7 @@ fn delete_container_link(args: &CmdArgs) -> Result<Option<Vec<IpNetwork>>, Error
         }
         _ => {}
     }
-    Ok(Some(
+    Ok(ContainerSide::Deleted(
         addrs
             .into_iter()
             .map(|a| a.addr)
@@ -114,8 +121,16 @@ fn delete_container_link(args: &CmdArgs) -> Result<Option<Vec<IpNetwork>>, Error
 
 /// The container end could not be reached, but its namespace may still be alive (empty
 /// CNI_NETNS, a path that is no netns): delete the host ends recorded in prevResult that
-/// are still veth ports of our bridge. A dead namespace took the pair with it already.
-fn delete_host_veths(conf: &BridgeConf, prev: &CniResult) -> Result<(), Error> {
+/// are still veth ports of our bridge and provably this attachment's. A dead namespace
+/// took the pair with it already.
+fn delete_host_veths(
+    conf: &BridgeConf,
+    prev: Option<&CniResult>,
+    named_ns: Option<&Netns>,
+) -> Result<(), Error> {
+    let Some(prev) = prev else {
+        return Ok(());
+    };
     let host = Netlink::current().context("failed to open netlink socket")?;
     let Some(br) = host
         .link_by_name(&conf.bridge)
@@ -128,6 +143,10 @@ fn delete_host_veths(conf: &BridgeConf, prev: &CniResult) -> Result<(), Error> {
         if link.master != Some(br.index) {
             continue;
         }
+        if let Err(why) = owned_by_us(&host, entry, &link, named_ns) {
+            eprintln!("bridge: DEL: leaving {:?} alone: {why}", entry.name);
+            continue;
+        }
         match host.delete_link(link.index) {
             Err(e) if !e.is_no_device() => {
                 return Err(crate::fail::fail(
@@ -136,6 +155,33 @@ fn delete_host_veths(conf: &BridgeConf, prev: &CniResult) -> Result<(), Error> {
                 ));
             }
             _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A cached prevResult can be stale and veth names are reused, so a host veth is this
+/// attachment's only when its MAC is the one the result recorded (the kernel gives every
+/// veth a random MAC) and, when this DEL names a living namespace, its peer lives there.
+fn owned_by_us(
+    host: &Netlink,
+    entry: &Interface,
+    link: &Link,
+    named_ns: Option<&Netns>,
+) -> Result<(), String> {
+    let recorded = parse_mac(&entry.mac).ok_or("prevResult records no MAC for it")?;
+    if link.mac != Some(recorded) {
+        return Err(format!(
+            "its MAC is not {} as prevResult recorded",
+            entry.mac
+        ));
+    }
+    if let Some(ns) = named_ns {
+        let ns_id = host
+            .netns_id(ns.as_fd())
+            .map_err(|e| format!("cannot tell where its peer lives: {e}"))?;
+        if ns_id.is_none() || link.peer_netns_id != ns_id {
+            return Err("its peer is not in the container's namespace".into());
         }
     }
     Ok(())
