@@ -16,13 +16,11 @@ pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct IpamConfig {
-    /// The network name: the store directory is `<data_dir>/<name>`.
-    pub name: String,
+    pub store: StoreLocation,
     pub cni_version: String,
     /// Order: `runtimeConfig.ipRanges`, the legacy single range, `ranges`.
     pub ranges: Vec<RangeSet>,
     pub routes: Vec<Route>,
-    pub data_dir: PathBuf,
     pub resolv_conf: Option<PathBuf>,
     /// Requested IPs in the reference's order: CNI_ARGS `IP`, `args.cni.ips`, `runtimeConfig.ips`.
     pub requested: Vec<IpAddr>,
@@ -114,6 +112,44 @@ struct RawCniArgs {
     ips: Option<Vec<String>>,
 }
 
+/// Where a network's leases live: all that DEL and GC need of the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreLocation {
+    /// The network name: the store directory is `<data_dir>/<name>`.
+    pub name: String,
+    pub data_dir: PathBuf,
+}
+
+impl StoreLocation {
+    fn new(name: String, data_dir: Option<&str>) -> Result<StoreLocation, ConfigError> {
+        let data_dir = self::data_dir(data_dir)?;
+        if !is_single_component(&name) {
+            return Err(ConfigError::BadName(name));
+        }
+        Ok(StoreLocation { name, data_dir })
+    }
+}
+
+/// The store location alone, for DEL and GC: they must work with a config that broke
+/// after ADD (ranges, routes, gateway...), since releasing leases needs none of that.
+pub fn load_store_location(stdin: &[u8]) -> Result<StoreLocation, ConfigError> {
+    #[derive(Deserialize)]
+    struct Net {
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        ipam: Option<Ipam>,
+    }
+    #[derive(Deserialize)]
+    struct Ipam {
+        #[serde(rename = "dataDir", default)]
+        data_dir: Option<String>,
+    }
+    let net: Net = serde_json::from_slice(stdin).map_err(|e| ConfigError::Decode(e.to_string()))?;
+    let ipam = net.ipam.ok_or(ConfigError::MissingIpam)?;
+    StoreLocation::new(net.name, ipam.data_dir.as_deref())
+}
+
 /// Parses and validates; `cni_args` is the raw CNI_ARGS string.
 pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, ConfigError> {
     let net: RawNet =
@@ -159,16 +195,11 @@ pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, ConfigError> {
         .iter()
         .map(|r| Route::parse(r).map_err(|e| ConfigError::BadRoute(e.msg)))
         .collect::<Result<Vec<_>, _>>()?;
-    let data_dir = data_dir(ipam.data_dir.as_deref())?;
-    if !is_single_component(&net.name) {
-        return Err(ConfigError::BadName(net.name));
-    }
     Ok(IpamConfig {
-        name: net.name,
+        store: StoreLocation::new(net.name, ipam.data_dir.as_deref())?,
         cni_version: net.cni_version,
         ranges,
         routes,
-        data_dir,
         resolv_conf: ipam
             .resolv_conf
             .filter(|p| !p.is_empty())

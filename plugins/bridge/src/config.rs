@@ -7,6 +7,7 @@ use libcni::skel::CmdArgs;
 use libcni::types::{Dns, NetConf as CommonConf};
 use libcni::{Error, args};
 use serde::Deserialize;
+use serde_json::{Map, Value};
 
 pub const DEFAULT_BRIDGE: &str = "cni0";
 
@@ -87,35 +88,99 @@ fn invalid(msg: impl Into<String>) -> Error {
     Error::invalid_config(msg)
 }
 
-impl BridgeConf {
-    /// Parses and validates stdin plus CNI_ARGS.
-    pub fn load(stdin: &[u8], cni_args: &str) -> Result<BridgeConf, Error> {
-        let common = CommonConf::parse(stdin)?;
-        let raw: Raw = serde_json::from_slice(stdin)
-            .map_err(|e| invalid(format!("failed to load netconf: {e}")))?;
-        if !(0..=4094).contains(&raw.vlan) {
-            return Err(invalid(format!(
-                "invalid VLAN ID {} (must be between 0 and 4094)",
-                raw.vlan
-            )));
-        }
-        let mtu = match raw.mtu {
-            0 => None,
-            m if (68..=65535).contains(&m) => Some(m as u32),
-            m => {
-                return Err(invalid(format!(
-                    "invalid mtu {m} (must be between 68 and 65535)"
-                )));
+/// How mistakes in the config are met. ADD and CHECK refuse every one. DEL and GC must
+/// tear down what an earlier ADD made, maybe under an earlier, valid version of the
+/// file: they refuse only mistakes in what they need (the network name, the IPAM type,
+/// the bridge name) and note the rest, reading the field as absent.
+struct Mistakes {
+    tolerate: bool,
+    ignored: Vec<Error>,
+}
+
+impl Mistakes {
+    fn tolerate<T>(&mut self, checked: Result<T, Error>, absent: T) -> Result<T, Error> {
+        match checked {
+            Err(e) if self.tolerate => {
+                self.ignored.push(e);
+                Ok(absent)
             }
+            other => other,
+        }
+    }
+}
+
+impl BridgeConf {
+    /// Parses and validates stdin plus CNI_ARGS (ADD, CHECK, STATUS).
+    pub fn load(stdin: &[u8], cni_args: &str) -> Result<BridgeConf, Error> {
+        let mut strict = Mistakes {
+            tolerate: false,
+            ignored: Vec::new(),
         };
-        let ip_masq_backend = match raw.ip_masq_backend.as_deref() {
-            None | Some("") => None,
-            Some("iptables") => Some(Backend::IpTables),
-            Some("nftables") => Some(Backend::NfTables),
-            Some(other) => return Err(invalid(format!("unknown ipmasq backend {other:?}"))),
+        BridgeConf::read(stdin, cni_args, &mut strict)
+    }
+
+    /// For DEL and GC (`verb`): like [`BridgeConf::load`], but a mistake in a field
+    /// teardown does not need is said on stderr and the field read as absent.
+    pub fn load_for_teardown(
+        stdin: &[u8],
+        cni_args: &str,
+        verb: &str,
+    ) -> Result<BridgeConf, Error> {
+        let (conf, ignored) = BridgeConf::read_tolerant(stdin, cni_args)?;
+        for e in ignored {
+            eprintln!(
+                "bridge: {verb}: ignoring a config mistake {verb} does not depend on: {}",
+                e.msg
+            );
+        }
+        Ok(conf)
+    }
+
+    /// The config and the mistakes it tolerated.
+    fn read_tolerant(stdin: &[u8], cni_args: &str) -> Result<(BridgeConf, Vec<Error>), Error> {
+        let mut lenient = Mistakes {
+            tolerate: true,
+            ignored: Vec::new(),
         };
+        let conf = BridgeConf::read(stdin, cni_args, &mut lenient)?;
+        Ok((conf, lenient.ignored))
+    }
+
+    fn read(stdin: &[u8], cni_args: &str, m: &mut Mistakes) -> Result<BridgeConf, Error> {
+        let common = CommonConf::parse(stdin)?;
+        let raw = decode_raw(stdin, m)?;
+        let vlan = m.tolerate(
+            if (0..=4094).contains(&raw.vlan) {
+                Ok(raw.vlan as u16)
+            } else {
+                Err(invalid(format!(
+                    "invalid VLAN ID {} (must be between 0 and 4094)",
+                    raw.vlan
+                )))
+            },
+            0,
+        )?;
+        let mtu = m.tolerate(
+            match raw.mtu {
+                0 => Ok(None),
+                m if (68..=65535).contains(&m) => Ok(Some(m as u32)),
+                m => Err(invalid(format!(
+                    "invalid mtu {m} (must be between 68 and 65535)"
+                ))),
+            },
+            None,
+        )?;
+        let ip_masq_backend = m.tolerate(
+            match raw.ip_masq_backend.as_deref() {
+                None | Some("") => Ok(None),
+                Some("iptables") => Ok(Some(Backend::IpTables)),
+                Some("nftables") => Ok(Some(Backend::NfTables)),
+                Some(other) => Err(invalid(format!("unknown ipmasq backend {other:?}"))),
+            },
+            None,
+        )?;
         let conf = BridgeConf {
-            mac: container_mac(&common, cni_args)?,
+            mac: m.tolerate(container_mac(&common, cni_args), None)?,
             bridge: raw
                 .bridge
                 .filter(|b| !b.is_empty())
@@ -128,8 +193,8 @@ impl BridgeConf {
             mtu,
             hairpin_mode: raw.hairpin_mode,
             promisc_mode: raw.promisc_mode,
-            vlan: raw.vlan as u16,
-            vlan_trunk: collect_vlan_trunk(raw.vlan_trunk.as_deref())?,
+            vlan,
+            vlan_trunk: m.tolerate(collect_vlan_trunk(raw.vlan_trunk.as_deref()), vec![])?,
             preserve_default_vlan: raw.preserve_default_vlan,
             enable_dad: raw.enable_dad,
             macspoofchk: raw.macspoofchk,
@@ -140,14 +205,20 @@ impl BridgeConf {
         libcni::skel::validate_ifname(&conf.bridge)
             .map_err(|e| invalid(format!("invalid bridge name {:?}: {}", conf.bridge, e.msg)))?;
         if conf.disable_container_interface && conf.is_layer3() {
-            return Err(invalid(
-                "cannot use IPAM when DisableContainerInterface flag is set",
-            ));
+            m.tolerate(
+                Err(invalid(
+                    "cannot use IPAM when DisableContainerInterface flag is set",
+                )),
+                (),
+            )?;
         }
         if conf.hairpin_mode && conf.promisc_mode {
-            return Err(invalid(
-                "cannot set hairpin mode and promiscuous mode at the same time",
-            ));
+            m.tolerate(
+                Err(invalid(
+                    "cannot set hairpin mode and promiscuous mode at the same time",
+                )),
+                (),
+            )?;
         }
         Ok(conf)
     }
@@ -187,6 +258,44 @@ impl BridgeConf {
     pub fn dns_override(&self) -> Option<&Dns> {
         self.common.dns.as_ref().filter(|d| !d.is_empty())
     }
+}
+
+/// The plugin's own fields. Tolerating mistakes, a field of the wrong type is dropped
+/// (and noted) instead of failing the whole document, except `bridge`, which teardown
+/// needs; a dropped `ipMasq` or `macspoofchk` reads as on, so their (name-addressed,
+/// this attachment's only) teardown runs rather than leaking what an earlier ADD made.
+fn decode_raw(stdin: &[u8], m: &mut Mistakes) -> Result<Raw, Error> {
+    let decode_err = |e: serde_json::Error| invalid(format!("failed to load netconf: {e}"));
+    let whole = match serde_json::from_slice::<Raw>(stdin) {
+        Ok(raw) => return Ok(raw),
+        Err(e) => decode_err(e),
+    };
+    let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(stdin) else {
+        return Err(whole);
+    };
+    if !m.tolerate {
+        return Err(whole);
+    }
+    let mut kept = Map::new();
+    let mut dropped = Vec::new();
+    for (key, value) in fields {
+        let alone = Value::Object(Map::from_iter([(key.clone(), value.clone())]));
+        match serde_json::from_value::<Raw>(alone) {
+            Ok(_) => {
+                kept.insert(key, value);
+            }
+            Err(e) if key.eq_ignore_ascii_case("bridge") => return Err(decode_err(e)),
+            Err(e) => {
+                m.ignored.push(decode_err(e));
+                dropped.push(key);
+            }
+        }
+    }
+    let mut raw: Raw = serde_json::from_value(Value::Object(kept)).map_err(decode_err)?;
+    let was_dropped = |name: &str| dropped.iter().any(|k| k.eq_ignore_ascii_case(name));
+    raw.ip_masq |= was_dropped("ipMasq");
+    raw.macspoofchk |= was_dropped("macspoofchk");
+    Ok(raw)
 }
 
 fn container_mac(common: &CommonConf, cni_args: &str) -> Result<Option<[u8; 6]>, Error> {

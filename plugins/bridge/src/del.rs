@@ -28,7 +28,7 @@ enum ContainerSide {
 }
 
 pub fn del(args: &CmdArgs) -> Result<(), Error> {
-    let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
+    let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "DEL")?;
     let prev = prev_result(&conf, &args.config_version);
     let mut ips: Vec<IpNetwork> = prev
         .iter()

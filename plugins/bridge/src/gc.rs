@@ -12,7 +12,7 @@ use libcni::skel::CmdArgs;
 /// plugin. Without the key nothing is removed here (the IPAM plugin decides for itself).
 /// Every step runs; the first error is returned.
 pub fn gc(args: &CmdArgs) -> Result<(), Error> {
-    let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
+    let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "GC")?;
     let mut errors = Vec::new();
     if let Some(valid) = &conf.common.valid_attachments {
         let valid: Vec<(&str, &str)> = valid

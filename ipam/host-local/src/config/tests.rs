@@ -40,14 +40,14 @@ fn old_style_config() {
         ),
         "",
     );
-    assert_eq!(c.name, "mynet");
+    assert_eq!(c.store.name, "mynet");
     assert_eq!(
         summary(&c),
         vec![vec!["10.1.2.0/24 10.1.2.1-10.1.2.254 gw 10.1.2.1"]]
     );
     assert_eq!(c.routes.len(), 1);
     assert!(c.routes[0].gw.is_none());
-    assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+    assert_eq!(c.store.data_dir, PathBuf::from("/tmp/x"));
     assert!(c.requested.is_empty());
 }
 
@@ -69,7 +69,7 @@ fn new_style_config_and_default_data_dir() {
             vec!["2001:db8:1::/64 2001:db8:1::1-2001:db8:1:0:ffff:ffff:ffff:ffff gw 2001:db8:1::1"],
         ]
     );
-    assert_eq!(c.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+    assert_eq!(c.store.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
 }
 
 #[test]
@@ -231,4 +231,51 @@ fn missing_pieces_and_bad_values_are_code_7() {
         let e: libcni::Error = load(json.as_bytes(), "").unwrap_err().into();
         assert_eq!((e.code, e.msg.as_str()), (7, want), "{json}");
     }
+}
+
+/// DEL and GC read only the store location: every other mistake is ignored, the
+/// location's own mistakes are refused with the same messages as ADD gives.
+#[test]
+fn store_location_ignores_all_but_name_and_data_dir() {
+    let broken = [
+        r#"{"subnet":""}"#,
+        r#"{"ranges":[[{"subnet":""}]]}"#,
+        r#"{"subnet":"10.1.2.0/33"}"#,
+        r#"{"subnet":"10.1.2.0/24","gateway":"not-an-ip"}"#,
+        r#"{"subnet":"10.1.2.0/24","rangeStart":"10.1.3.5"}"#,
+        r#"{"subnet":"10.1.2.0/24","routes":[{"dst":"bogus"}]}"#,
+        r#"{"subnet":"10.1.2.0/24","routes":"x"}"#,
+        r#"{"ranges":[[{"subnet":"10.1.2.0/24"}],[{"subnet":"10.1.2.0/25"}]]}"#,
+        r#"{"ranges":5,"resolvConf":7}"#,
+    ];
+    for ipam in broken {
+        let json = format!(
+            r#"{{"cniVersion":"1.0.0","name":"n","ipam":{}}}"#,
+            ipam.replacen('{', r#"{"type":"host-local","dataDir":"/tmp/x","#, 1)
+        );
+        assert!(load(json.as_bytes(), "").is_err(), "ADD refuses {json}");
+        let at = load_store_location(json.as_bytes()).unwrap();
+        assert_eq!(
+            (at.name.as_str(), at.data_dir.as_path()),
+            ("n", Path::new("/tmp/x")),
+            "{json}"
+        );
+    }
+    let cases = [
+        (r#"{"name":"n"}"#, "IPAM config missing 'ipam' key"),
+        (
+            r#"{"name":"n","ipam":{"dataDir":"rel"}}"#,
+            "dataDir \"rel\" must be an absolute path without '..' components",
+        ),
+        (
+            r#"{"name":"a/b","ipam":{}}"#,
+            "network name \"a/b\" cannot name a directory inside dataDir",
+        ),
+    ];
+    for (json, want) in cases {
+        let e: libcni::Error = load_store_location(json.as_bytes()).unwrap_err().into();
+        assert_eq!((e.code, e.msg.as_str()), (7, want), "{json}");
+    }
+    let e = load_store_location(br#"{"name":"n","ipam":{"dataDir":5}}"#).unwrap_err();
+    assert!(matches!(e, ConfigError::Decode(_)), "{e}");
 }

@@ -17,7 +17,7 @@ pub fn run(args: &CmdArgs) -> Result<CniResult, Error> {
         None => Dns::default(),
     };
     let att = Attachment::new(&args.container_id, &args.ifname);
-    let mut store = super::open_store(&conf, true)?
+    let mut store = super::open_store(&conf.store, true)?
         .ok_or_else(|| Error::internal("store directory vanished"))?;
     let ips = allocator::allocate(&mut store, &conf.ranges, &att, &conf.requested)?;
     drop(store);

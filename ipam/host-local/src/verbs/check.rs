@@ -8,7 +8,7 @@ use libcni::skel::CmdArgs;
 pub fn run(args: &CmdArgs) -> Result<(), Error> {
     let conf = super::load(args)?;
     let att = Attachment::new(&args.container_id, &args.ifname);
-    let found = match super::open_store(&conf, false)? {
+    let found = match super::open_store(&conf.store, false)? {
         Some(mut store) => !store.ips_of(&att)?.is_empty(),
         None => false,
     };

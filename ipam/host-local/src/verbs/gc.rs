@@ -16,11 +16,11 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 
 pub fn run(args: &CmdArgs) -> Result<(), Error> {
-    let conf = super::load(args)?;
+    let store_at = super::load_store_location(args)?;
     let Some(valid) = NetConf::parse(&args.stdin_data)?.valid_attachments else {
         return Ok(());
     };
-    if let Some(mut store) = super::open_store(&conf, false)? {
+    if let Some(mut store) = super::open_store(&store_at, false)? {
         collect(&mut store, &valid)?;
     }
     Ok(())

@@ -6,7 +6,7 @@ mod del;
 mod gc;
 mod status;
 
-use crate::config::{self, IpamConfig};
+use crate::config::{self, IpamConfig, StoreLocation};
 use crate::store::disk::DiskStore;
 use libcni::Error;
 use libcni::skel::{CmdArgs, Plugin};
@@ -39,7 +39,12 @@ fn load(args: &CmdArgs) -> Result<IpamConfig, Error> {
     Ok(config::load(&args.stdin_data, &args.args)?)
 }
 
+/// DEL and GC validate only where the store is (see [`config::load_store_location`]).
+fn load_store_location(args: &CmdArgs) -> Result<StoreLocation, Error> {
+    Ok(config::load_store_location(&args.stdin_data)?)
+}
+
 /// The network's store, locked; None when it was never created (and `create` is false).
-fn open_store(conf: &IpamConfig, create: bool) -> Result<Option<DiskStore>, Error> {
-    Ok(DiskStore::open(&conf.data_dir, &conf.name, create)?)
+fn open_store(at: &StoreLocation, create: bool) -> Result<Option<DiskStore>, Error> {
+    Ok(DiskStore::open(&at.data_dir, &at.name, create)?)
 }

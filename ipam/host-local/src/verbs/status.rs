@@ -12,7 +12,7 @@ use nix::unistd::{AccessFlags, access};
 pub fn run(args: &CmdArgs) -> Result<(), Error> {
     let conf = super::load(args)?;
     let unavailable = |msg: String| Error::new(code::PLUGIN_NOT_AVAILABLE, msg);
-    let mut store = super::open_store(&conf, true)
+    let mut store = super::open_store(&conf.store, true)
         .map_err(|e| unavailable(format!("store cannot be used: {}", e.msg)))?
         .ok_or_else(|| unavailable("store directory vanished".into()))?;
     access(store.dir(), AccessFlags::W_OK).map_err(|e| {

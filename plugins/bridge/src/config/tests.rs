@@ -210,3 +210,59 @@ fn dns_override_only_when_set() {
     let c = load(r#"{"name":"n","dns":{"nameservers":["1.1.1.1"]}}"#).unwrap();
     assert_eq!(c.dns_override().unwrap().nameservers, vec!["1.1.1.1"]);
 }
+
+/// DEL and GC read a config that ADD refuses, as long as what they need is usable: each
+/// mistake is noted and its field read as absent.
+#[test]
+fn teardown_tolerates_mistakes_it_does_not_depend_on() {
+    let base = r#""name":"n","type":"bridge","bridge":"br9","ipam":{"type":"host-local"}"#;
+    let cases = [
+        r#""mtu":5"#,
+        r#""mtu":"abc""#,
+        r#""vlan":5000"#,
+        r#""vlan":"x""#,
+        r#""vlanTrunk":[{"minID":0,"maxID":5}]"#,
+        r#""ipMasqBackend":"bogus""#,
+        r#""hairpinMode":true,"promiscMode":true"#,
+        r#""disableContainerInterface":true"#,
+        r#""runtimeConfig":{"mac":"not-a-mac"}"#,
+        r#""isGateway":"yes""#,
+    ];
+    for case in cases {
+        let json = format!("{{{base},{case}}}");
+        assert_eq!(load(&json).unwrap_err().code, 7, "ADD refuses {json}");
+        let (c, ignored) = BridgeConf::read_tolerant(json.as_bytes(), "").unwrap();
+        assert_eq!(ignored.len(), 1, "{json}: {ignored:?}");
+        assert_eq!((c.bridge.as_str(), c.name()), ("br9", "n"), "{json}");
+        assert!(c.is_layer3(), "{json}");
+        assert_eq!((c.mtu, c.vlan, c.mac), (None, 0, None), "{json}");
+        assert!(c.vlan_trunk.is_empty(), "{json}");
+    }
+    // A valid config tolerates nothing.
+    let (_, ignored) =
+        BridgeConf::read_tolerant(format!("{{{base},\"mtu\":1400}}").as_bytes(), "").unwrap();
+    assert!(ignored.is_empty());
+    // An unreadable ipMasq or macspoofchk reads as on: their teardown is by this
+    // attachment's names only, and an earlier ADD may have set them up.
+    let (c, _) = BridgeConf::read_tolerant(
+        format!(r#"{{{base},"ipMasq":"true","macspoofchk":1}}"#).as_bytes(),
+        "",
+    )
+    .unwrap();
+    assert!(c.ip_masq && c.macspoofchk);
+}
+
+/// What teardown needs is still refused: an unusable bridge name, name or IPAM type.
+#[test]
+fn teardown_refuses_mistakes_in_what_it_needs() {
+    for json in [
+        r#"{"name":"n","bridge":5}"#,
+        r#"{"name":"n","bridge":"this-name-is-far-too-long"}"#,
+        r#"{"name":"n","ipam":5}"#,
+        r#"{"name":"n","ipam":{"type":7}}"#,
+        r#"[1]"#,
+    ] {
+        let e = BridgeConf::read_tolerant(json.as_bytes(), "").unwrap_err();
+        assert!(matches!(e.code, 6 | 7), "{json}: {e:?}");
+    }
+}
