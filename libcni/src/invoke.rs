@@ -47,12 +47,24 @@ const BUSY_RETRIES: u32 = 5;
 /// or a clear message when it printed nothing or garbage. The plugin's stderr is
 /// passed through to ours.
 pub fn exec_plugin(plugin: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Result<Vec<u8>, Error> {
+    exec_plugin_waiting(plugin, stdin, env, &mut || {
+        std::thread::sleep(Duration::from_secs(1))
+    })
+}
+
+/// [`exec_plugin`], calling `wait_while_busy` before each retry after ETXTBSY.
+fn exec_plugin_waiting(
+    plugin: &Path,
+    stdin: &[u8],
+    env: &[(&str, &str)],
+    wait_while_busy: &mut dyn FnMut(),
+) -> Result<Vec<u8>, Error> {
     let mut attempt = 0;
     let output = loop {
         match run_once(plugin, stdin, env) {
             Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempt < BUSY_RETRIES => {
                 attempt += 1;
-                std::thread::sleep(Duration::from_secs(1));
+                wait_while_busy();
             }
             Err(e) => {
                 return Err(Error::internal(format!(

@@ -20,14 +20,20 @@
 /// # Panics
 /// When not root and the env var `CI` is set and non-empty.
 pub fn privileged(test: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
+    available(test, "root", nix::unistd::geteuid().is_root())
+}
+
+/// The one gate every skip goes through: true when `present`; otherwise prints
+/// `skipping <test>: needs <what>` and returns false, or panics when `CI` is set.
+pub fn available(test: &str, what: &str, present: bool) -> bool {
+    if present {
         return true;
     }
     let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
     if in_ci {
-        panic!("{test}: needs root, and CI is set: privileged tests must not be skipped in CI");
+        panic!("{test}: needs {what}, and CI is set: tests must not be skipped in CI");
     }
-    eprintln!("skipping {test}: needs root");
+    eprintln!("skipping {test}: needs {what}");
     false
 }
 

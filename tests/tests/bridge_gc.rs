@@ -94,20 +94,15 @@ fn gc_without_key_removes_nothing_and_empty_list_only_this_network() {
     let ips_before = env.ip_files().len();
 
     let gc = |valid| {
-        let out = env
-            .plugin("GC", "", "", &gc_conf(&env, valid))
-            .run_in(&env.host);
-        if our_host_local_works() {
-            out.assert_success();
-        }
+        env.plugin("GC", "", "", &gc_conf(&env, valid))
+            .run_in(&env.host)
+            .assert_success();
     };
     gc(None);
     for (id, want) in [("c0", (true, false)), ("c1", (false, true))] {
         assert_eq!(has_rules(&env, NETWORK, id), want, "no key: {id} kept");
     }
-    if our_host_local_works() {
-        assert_eq!(env.ip_files().len(), ips_before, "no key: no IP released");
-    }
+    assert_eq!(env.ip_files().len(), ips_before, "no key: no IP released");
 
     gc(Some(vec![]));
     let after_empty_list = [
@@ -149,21 +144,19 @@ fn gc_without_key_removes_nothing_and_empty_list_only_this_network() {
     env.assert_clean();
 }
 
-/// containerd polls STATUS every 5 s: it must answer quickly.
+/// containerd polls STATUS every 5 s: it answers the same every time and changes nothing
+/// (its cost is measured by the benchmarks, not here).
 #[test]
-fn status_is_cheap() {
-    if !privileged("status_is_cheap") {
+fn status_is_repeatable_and_changes_nothing() {
+    if !privileged("status_is_repeatable_and_changes_nothing") {
         return;
     }
     let env = Env::new("status");
     let ctr = NamedNetns::new("ctr");
     let conf = masq(&env, "iptables");
-    const RUNS: u32 = 20;
-    let start = std::time::Instant::now();
-    for _ in 0..RUNS {
-        env.run("STATUS", &ctr, "", &conf);
+    for _ in 0..5 {
+        env.run("STATUS", &ctr, "", &conf).assert_success();
     }
-    let each = start.elapsed() / RUNS;
-    eprintln!("STATUS: {each:?} per call (with the IPAM's)");
-    assert!(each < std::time::Duration::from_millis(200), "{each:?}");
+    assert!(env.ip_files().is_empty());
+    assert!(env.cni_nat_rules().is_empty());
 }

@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::net::IpAddr;
 use std::os::fd::AsFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ipnetwork::IpNetwork;
 use nix::sched::CloneFlags;
@@ -208,9 +208,7 @@ fn wait_oper_up_reports_final_state() {
         let h = host.link_by_name("veth0").unwrap().unwrap().index;
         host.set_up(h).unwrap();
         // The container end stays down, so the host end never gets a carrier.
-        let start = Instant::now();
         let err = host.wait_oper_up(h).unwrap_err();
-        assert!(start.elapsed() >= Duration::from_millis(2550));
         // "down" rather than "lowerlayerdown" when IFLA_LINK (the peer's index
         // in the other namespace) happens to equal the link's own index.
         let state = err.last_state().unwrap();
@@ -269,13 +267,7 @@ fn ipv6_addresses_settle() {
             .unwrap();
         // The kernel still clears TENTATIVE from a work queue, so poll briefly.
         host.add_address(h, net("fd00:1::2/64")).unwrap();
-        let start = Instant::now();
         host.settle_addresses(h, Duration::from_secs(5)).unwrap();
-        assert!(
-            start.elapsed() < Duration::from_millis(500),
-            "{:?}",
-            start.elapsed()
-        );
 
         // With DAD: tentative first, then settled.
         sysctl::write("net.ipv6.conf.veth0.accept_dad", "1").unwrap();

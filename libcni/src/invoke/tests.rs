@@ -178,12 +178,15 @@ fn retries_while_the_binary_is_being_written() {
     writer
         .write_all(b"#!/bin/sh\necho '{\"cniVersion\":\"1.0.0\"}'\n")
         .unwrap();
-    let closer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        drop(writer);
-    });
-    let out = exec_plugin(&path, b"{}", &[]).unwrap();
-    closer.join().unwrap();
+    // The writer finishes only once an exec has failed with "text file busy".
+    let mut writer = Some(writer);
+    let mut busy = 0;
+    let out = exec_plugin_waiting(&path, b"{}", &[], &mut || {
+        busy += 1;
+        drop(writer.take());
+    })
+    .unwrap();
+    assert_eq!(busy, 1, "one exec found the file busy");
     assert_eq!(
         String::from_utf8(out).unwrap().trim(),
         r#"{"cniVersion":"1.0.0"}"#

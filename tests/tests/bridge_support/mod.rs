@@ -2,17 +2,15 @@
 //! `#[path]`; as a test target of its own it holds no tests).
 //!
 //! Every test gets a fake "host" netns (the bridge, sysctls and firewall rules land
-//! there), container netns(es), a dataDir and a CNI_PATH in temp dirs. The IPAM is our
-//! host-local when it answers ADD, else the Go one behind a wrapper that presents
-//! cniVersion 1.1.0 configs as 1.0.0 (the result formats are identical).
+//! there), container netns(es), a dataDir and a CNI_PATH in temp dirs holding our bridge
+//! and our host-local (a broken host-local fails these tests).
 #![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
-use cni_tests::{NamedNetns, PluginOutput, PluginRun, TempDir, bin_path, go_plugin_path};
+use cni_tests::{NamedNetns, PluginOutput, PluginRun, TempDir, bin_path};
 use serde_json::{Value, json};
 
 pub const VERSIONS: [&str; 7] = [
@@ -26,50 +24,6 @@ pub const IFNAME: &str = "eth0";
 
 pub fn is_legacy(version: &str) -> bool {
     version == "0.1.0" || version == "0.2.0"
-}
-
-/// Whether our host-local answers ADD with an address (it is being written concurrently).
-pub fn our_host_local_works() -> bool {
-    static WORKS: OnceLock<bool> = OnceLock::new();
-    *WORKS.get_or_init(|| {
-        let Some(bin) = std::panic::catch_unwind(|| bin_path("host-local")).ok() else {
-            return false;
-        };
-        let data = TempDir::new("hl-probe");
-        // host-local refuses a CNI_NETNS equal to its own netns.
-        let probe_ns = NamedNetns::new("hl-probe");
-        let conf = json!({"cniVersion": "1.0.0", "name": "probe", "type": "bridge",
-            "ipam": {"type": "host-local", "subnet": "10.99.0.0/24",
-                     "dataDir": data.path()}})
-        .to_string();
-        let run = |cmd: &str| {
-            PluginRun::new(&bin)
-                .command(cmd)
-                .container_id("probe")
-                .netns(probe_ns.path())
-                .ifname("eth0")
-                .cni_path([data.path()])
-                .stdin(conf.clone())
-                .run()
-        };
-        let out = run("ADD");
-        let ok = out.success()
-            && serde_json::from_slice::<Value>(&out.stdout)
-                .ok()
-                .and_then(|v| {
-                    v["ips"][0]["address"]
-                        .as_str()
-                        .map(|s| s.starts_with("10.99.0."))
-                })
-                .unwrap_or(false);
-        run("DEL");
-        if !ok {
-            eprintln!(
-                "note: our host-local is not usable yet; using the Go one (wrapped for 1.1.0)"
-            );
-        }
-        ok
-    })
 }
 
 /// One test's world: host netns, data dir, CNI_PATH dir.
@@ -91,17 +45,7 @@ impl Env {
         let data = TempDir::new(&format!("{tag}-data"));
         let cni = TempDir::new(&format!("{tag}-cni"));
         std::os::unix::fs::symlink(&bridge_bin, cni.join("bridge")).unwrap();
-        if our_host_local_works() {
-            std::os::unix::fs::symlink(bin_path("host-local"), cni.join("host-local")).unwrap();
-        } else {
-            write_script(
-                &cni.join("host-local"),
-                &format!(
-                    "sed 's/\"cniVersion\" *: *\"1\\.1\\.0\"/\"cniVersion\":\"1.0.0\"/' | exec {}",
-                    go_plugin_path("host-local").display()
-                ),
-            );
-        }
+        std::os::unix::fs::symlink(bin_path("host-local"), cni.join("host-local")).unwrap();
         // The host netns starts with lo down; pings to the gateway need nothing else.
         host.exec_in(&["ip", "link", "set", "lo", "up"]);
         Env {

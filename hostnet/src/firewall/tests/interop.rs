@@ -85,8 +85,11 @@ fn interop_with_go_bridge_plugin() {
     if !privileged("interop_with_go_bridge_plugin") {
         return;
     }
-    if !std::path::Path::new(GO_BRIDGE).exists() {
-        eprintln!("skipping interop_with_go_bridge_plugin: {GO_BRIDGE} not installed");
+    if !libcni::testutil::available(
+        "interop_with_go_bridge_plugin",
+        GO_BRIDGE,
+        std::path::Path::new(GO_BRIDGE).exists(),
+    ) {
         return;
     }
     in_netns(|| {
