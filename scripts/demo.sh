@@ -31,6 +31,9 @@ step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 die() { echo "demo: $*" >&2; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces): run it as 'sudo $0'"
+# shellcheck source=scripts/packages.sh
+source "$repo/scripts/packages.sh"
+need_demo_packages || die "missing packages"
 for tool in ip ping sha512sum; do
     command -v "$tool" >/dev/null || die "needs '$tool' in PATH"
 done

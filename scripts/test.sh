@@ -8,6 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# shellcheck source=scripts/packages.sh
+source scripts/packages.sh
+# Not root outside CI, the tests that need a missing tool skip (with a message) instead.
+need_test_packages || [[ $EUID -ne 0 && -z ${CI:-} ]]
+
 state_dirs=(/var/lib/cni/networks /var/lib/cni/results)
 
 # What exists before the tests, so only new things count as leaks.
