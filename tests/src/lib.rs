@@ -10,12 +10,14 @@
 //! - [`TempDir`]: a unique temporary directory.
 //! - [`FakePlugins`]: logging shell-script plugins, for runtime tests without root.
 //! - [`CnitoolHost`] / [`cnitool_container_id`]: our cnitool in a fake host netns.
+//! - [`fuzz`]: the fuzz targets' bodies (run by `fuzz/` and by the replay test).
 //!
 //! Privileged tests start with `if !libcni::testutil::privileged("name") { return; }`.
 
 mod bins;
 mod cnitool;
 mod fake_plugin;
+pub mod fuzz;
 mod named_netns;
 mod plugin;
 mod tempdir;

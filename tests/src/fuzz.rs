@@ -1,0 +1,128 @@
+//! The bodies of the fuzz targets, shared by `fuzz/` (cargo-fuzz, nightly) and the replay
+//! test that runs every checked-in input on stable (`tests/tests/fuzz_inputs.rs`). Each
+//! body feeds arbitrary bytes to one parser and checks what must hold for any input: no
+//! panic, and our own output reads back.
+
+use libcni::CniResult;
+use libcni::skel::{CmdArgs, Io, Plugin};
+use libcni::version::SUPPORTED;
+use libcni::{Error, args, runtime, types};
+
+/// Every target: (name, body). The names are the `fuzz/fuzz_targets/<name>.rs` files and
+/// the directories under `fuzz/seeds/` and `fuzz/regressions/`.
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("result", result),
+    ("netconf", netconf),
+    ("cni_args", cni_args),
+    ("conflist", conflist),
+    ("skel", skel),
+];
+
+/// A result of any version, read at every default version, rendered at every version;
+/// what we render reads back at that version.
+pub fn result(data: &[u8]) {
+    for default in SUPPORTED {
+        let Ok(r) = CniResult::parse_bytes(data, default) else {
+            continue;
+        };
+        for v in SUPPORTED {
+            if let Ok(json) = r.to_json(v) {
+                CniResult::parse_bytes(json.as_bytes(), v).unwrap_or_else(|e| {
+                    panic!("our {v} rendering does not read back: {e}\n{json}")
+                });
+                let _ = r.convert_to(v);
+            }
+        }
+    }
+}
+
+/// The fields every plugin reads from its config.
+pub fn netconf(data: &[u8]) {
+    if let Ok(c) = types::NetConf::parse(data) {
+        let _ = c.ipam_type();
+        let _ = c.runtime_config_value("mac");
+        let _ = c.args_cni_value("ips");
+        let _ = serde_json::to_vec(&c);
+    }
+}
+
+/// CNI_ARGS as the env carries it.
+pub fn cni_args(data: &[u8]) {
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = args::parse_pairs(s);
+    if let Ok(v) = args::load(s, &["IP", "MAC", "K8S_POD_NAME"]) {
+        let _ = args::get(&v, "IP");
+    }
+}
+
+/// A conflist or a single plugin config, as a runtime loads them from /etc/cni/net.d.
+pub fn conflist(data: &[u8]) {
+    if let Ok(list) = runtime::NetworkConfigList::from_bytes(data) {
+        let _ = format!("{list:?}");
+    }
+    if let Ok(plugin) = runtime::PluginConfig::from_bytes(data) {
+        let _ = plugin.description();
+        let _ = runtime::NetworkConfigList::from_plugin_conf(&plugin);
+    }
+}
+
+/// A whole plugin call through skel: the first line holds the env (`KEY=VALUE` pairs
+/// separated by `;`, CNI_NETNS never set, so no file is opened), the rest is stdin. The
+/// plugin answers ADD with the stdin's `prevResult` when it has one.
+pub fn skel(data: &[u8]) {
+    let split = data.iter().position(|&b| b == b'\n').unwrap_or(data.len());
+    let env_line = String::from_utf8_lossy(&data[..split]).into_owned();
+    let mut stdin = data.get(split + 1..).unwrap_or_default();
+    let getenv = |k: &str| -> Option<String> {
+        if k == "CNI_NETNS" {
+            return None;
+        }
+        env_line
+            .split(';')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| v.to_string())
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let status = libcni::skel::run(
+        &Echo,
+        "fuzz",
+        Io {
+            getenv: &getenv,
+            stdin: &mut stdin,
+            stdout: &mut out,
+            stderr: &mut err,
+        },
+    );
+    if status != 0 {
+        let e: Error = serde_json::from_slice(&out)
+            .unwrap_or_else(|e| panic!("error output is no CNI error ({e}): {out:?}"));
+        assert_ne!(e.code, 0);
+    }
+}
+
+struct Echo;
+
+impl Plugin for Echo {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
+        let conf = types::NetConf::parse(&args.stdin_data)?;
+        match conf.prev_result {
+            Some(prev) => CniResult::parse(&prev, &args.config_version),
+            None => Ok(CniResult::default()),
+        }
+    }
+    fn del(&self, _: &CmdArgs) -> Result<(), Error> {
+        Ok(())
+    }
+    fn check(&self, _: &CmdArgs) -> Result<(), Error> {
+        Ok(())
+    }
+    fn status(&self, _: &CmdArgs) -> Result<(), Error> {
+        Ok(())
+    }
+    fn gc(&self, _: &CmdArgs) -> Result<(), Error> {
+        Ok(())
+    }
+}
