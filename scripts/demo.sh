@@ -2,8 +2,9 @@
 # The README's first command: `sudo scripts/demo.sh`.
 #
 # Builds the release binaries, makes a throwaway "host" network namespace and two
-# "containers", attaches both to a bridge network (bridge + host-local, isGateway,
-# ipMasq) with our cnitool, shows the result, pings container to container and to the
+# "containers", brings their lo up with the loopback network (as containerd does for
+# every pod) and attaches both to a bridge network (bridge + host-local, isGateway,
+# ipMasq) with our cnitool, shows the results, pings container to container and to the
 # gateway, runs CHECK, STATUS and GC, deletes both attachments and removes everything it
 # made, also when interrupted. The plugins run inside the throwaway host namespace, so
 # the machine's own network namespace (links, addresses, firewall) is never touched.
@@ -54,7 +55,9 @@ cleanup() {
         # DEL whatever is still attached (no-op after a clean run), then the namespaces:
         # deleting the host namespace takes its bridge, veths and firewall rules with it.
         for ns in "${ctr_ns[@]}"; do
-            [[ -e /run/netns/$ns ]] && in_host cnitool del demo "/run/netns/$ns" 2>/dev/null
+            for net in demo loopback; do
+                [[ -e /run/netns/$ns ]] && in_host cnitool del "$net" "/run/netns/$ns" 2>/dev/null
+            done
         done
         for ns in "${ctr_ns[@]}" "$host_ns"; do
             [[ -e /run/netns/$ns ]] && ip netns del "$ns" && echo "deleted netns $ns"
@@ -90,7 +93,7 @@ addr_of() { ip -n "$1" -4 -o addr show dev eth0 | awk '{split($4, a, "/"); print
 
 build() {
     local crates=(-p cnitool)
-    [[ -z ${DEMO_PLUGINS:-} ]] && crates+=(-p bridge -p host-local)
+    [[ -z ${DEMO_PLUGINS:-} ]] && crates+=(-p bridge -p host-local -p loopback)
     step "Building release binaries (${crates[*]})"
     local cargo_cmd=(cargo build --release "${crates[@]}")
     # Under sudo, build as the invoking user: their toolchain, and no root-owned target/.
@@ -108,7 +111,7 @@ build() {
 
 [[ -n ${DEMO_SKIP_BUILD:-} ]] || build
 plugin_dir=${DEMO_PLUGINS:-$bin_dir}
-for bin in "$bin_dir/cnitool" "$plugin_dir/bridge" "$plugin_dir/host-local"; do
+for bin in "$bin_dir/cnitool" "$plugin_dir/bridge" "$plugin_dir/host-local" "$plugin_dir/loopback"; do
     [[ -x $bin ]] || die "$bin is missing"
 done
 
@@ -116,8 +119,9 @@ step "Creating namespaces: host $host_ns, containers ${ctr_ns[*]}"
 for ns in "$host_ns" "${ctr_ns[@]}"; do
     ip netns add "$ns"
     made_ns+=("$ns")
-    ip -n "$ns" link set lo up
 done
+# The containers' lo is the loopback plugin's job.
+ip -n "$host_ns" link set lo up
 
 mkdir -p "$work/net.d" "$work/cache" "$work/ipam"
 cat >"$work/net.d/10-demo.conflist" <<EOF
@@ -140,14 +144,22 @@ cat >"$work/net.d/10-demo.conflist" <<EOF
     ]
 }
 EOF
-step "Network config ($work/net.d/10-demo.conflist), plugins from $plugin_dir"
-cat "$work/net.d/10-demo.conflist"
+# containerd's CRI runs this network for every pod, beside the pod network.
+cat >"$work/net.d/99-loopback.conf" <<EOF
+{"cniVersion": "$cni_version", "name": "loopback", "type": "loopback"}
+EOF
+step "Network configs in $work/net.d, plugins from $plugin_dir"
+cat "$work/net.d/10-demo.conflist" "$work/net.d/99-loopback.conf"
 
 for ns in "${ctr_ns[@]}"; do
-    step "cnitool add demo /run/netns/$ns"
-    in_host cnitool add demo "/run/netns/$ns"
-    echo
+    for net in loopback demo; do
+        step "cnitool add $net /run/netns/$ns"
+        in_host cnitool add "$net" "/run/netns/$ns"
+        echo
+    done
 done
+ip netns exec "${ctr_ns[0]}" ping -c 1 -W 2 127.0.0.1 >/dev/null || die "lo does not answer in ${ctr_ns[0]}"
+echo "lo answers in ${ctr_ns[0]}"
 
 ip_a=$(addr_of "${ctr_ns[0]}")
 ip_b=$(addr_of "${ctr_ns[1]}")
@@ -160,9 +172,11 @@ step "Ping ${ctr_ns[1]} ($ip_b) -> gateway ($gateway)"
 ip netns exec "${ctr_ns[1]}" ping -c 2 -W 2 "$gateway"
 
 for ns in "${ctr_ns[@]}"; do
-    step "cnitool check demo /run/netns/$ns"
-    in_host cnitool check demo "/run/netns/$ns"
-    echo "ok"
+    for net in loopback demo; do
+        step "cnitool check $net /run/netns/$ns"
+        in_host cnitool check "$net" "/run/netns/$ns"
+        echo "ok"
+    done
 done
 
 step "cnitool status demo"
@@ -179,9 +193,11 @@ ls "$work/cache/results"
 ip netns exec "${ctr_ns[0]}" ping -c 1 -W 2 "$ip_b" >/dev/null && echo "still connected after GC"
 
 for ns in "${ctr_ns[@]}"; do
-    step "cnitool del demo /run/netns/$ns"
-    in_host cnitool del demo "/run/netns/$ns"
-    echo "ok"
+    for net in demo loopback; do
+        step "cnitool del $net /run/netns/$ns"
+        in_host cnitool del "$net" "/run/netns/$ns"
+        echo "ok"
+    done
 done
 [[ -z $(ls -A "$work/cache/results") ]] || die "cache entries left after DEL"
 if ip -n "${ctr_ns[0]}" link show eth0 >/dev/null 2>&1; then die "eth0 left after DEL"; fi

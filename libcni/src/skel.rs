@@ -30,6 +30,12 @@ pub trait Plugin {
     fn check(&self, args: &CmdArgs) -> Result<(), Error>;
     fn status(&self, args: &CmdArgs) -> Result<(), Error>;
     fn gc(&self, args: &CmdArgs) -> Result<(), Error>;
+
+    /// What ADD prints for `result`: by default the result in the JSON shape of the config's
+    /// version. A plugin whose reference prints another shape (loopback) overrides this.
+    fn result_json(&self, result: &CniResult, config_version: &str) -> Result<String, Error> {
+        result.to_json(config_version)
+    }
 }
 
 /// Where a call's input comes from and its output goes.
@@ -193,7 +199,7 @@ fn dispatch(
     match verb {
         Verb::Add => {
             let result = plugin.add(&args)?;
-            let json = result.to_json(&args.config_version)?;
+            let json = plugin.result_json(&result, &args.config_version)?;
             stdout
                 .write_all(json.as_bytes())
                 .map_err(|e| Error::new(code::IO_FAILURE, e.to_string()))

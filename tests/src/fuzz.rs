@@ -8,9 +8,12 @@ use libcni::skel::{CmdArgs, Io, Plugin};
 use libcni::version::SUPPORTED;
 use libcni::{Error, args, runtime, types};
 
+/// A target's body: any bytes in, a panic when something that must hold does not.
+pub type Target = fn(&[u8]);
+
 /// Every target: (name, body). The names are the `fuzz/fuzz_targets/<name>.rs` files and
 /// the directories under `fuzz/seeds/` and `fuzz/regressions/`.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("result", result),
     ("netconf", netconf),
     ("cni_args", cni_args),

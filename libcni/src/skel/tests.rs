@@ -431,3 +431,34 @@ fn refuses_the_plugins_own_netns_unless_overridden() {
     env.insert("CNI_NETNS".into(), exe.display().to_string());
     assert_eq!(call(&Recorder::default(), &env, CONF_1_1).status, 0);
 }
+
+#[test]
+fn add_prints_what_the_plugin_renders() {
+    struct OwnShape;
+    impl Plugin for OwnShape {
+        fn add(&self, _: &CmdArgs) -> Result<CniResult, Error> {
+            Ok(CniResult::default())
+        }
+        fn del(&self, _: &CmdArgs) -> Result<(), Error> {
+            Ok(())
+        }
+        fn check(&self, _: &CmdArgs) -> Result<(), Error> {
+            Ok(())
+        }
+        fn status(&self, _: &CmdArgs) -> Result<(), Error> {
+            Ok(())
+        }
+        fn gc(&self, _: &CmdArgs) -> Result<(), Error> {
+            Ok(())
+        }
+        fn result_json(&self, _: &CniResult, version: &str) -> Result<String, Error> {
+            Ok(format!("rendered at {version}"))
+        }
+    }
+    let o = call(
+        &OwnShape,
+        &full_env("ADD"),
+        r#"{"cniVersion":"0.2.0","name":"n"}"#,
+    );
+    assert_eq!((o.status, o.stdout.as_str()), (0, "rendered at 0.2.0"));
+}

@@ -1,0 +1,49 @@
+//! The CNI loopback plugin: brings `lo` up in the container. containerd's CRI plugin runs
+//! it for every pod, beside the pod network. A drop-in replacement for the reference Go
+//! plugin: same results, same errors; CNI_IFNAME is ignored (it is always `lo`).
+
+mod add;
+mod lo;
+
+use libcni::skel::{CmdArgs, Plugin, plugin_main};
+use libcni::{CniResult, Error};
+
+struct Loopback;
+
+impl Plugin for Loopback {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
+        add::add(args)
+    }
+    fn result_json(&self, result: &CniResult, config_version: &str) -> Result<String, Error> {
+        add::result_json(result, config_version)
+    }
+    /// Fails like the reference when the namespace cannot be opened or `lo` is down.
+    fn check(&self, args: &CmdArgs) -> Result<(), Error> {
+        Ok(lo::check(&args.netns)?)
+    }
+    /// Best effort and never an error: `lo` holds nothing that could leak, and a failing
+    /// DEL would only keep the runtime from tearing the pod down.
+    fn del(&self, args: &CmdArgs) -> Result<(), Error> {
+        if args.netns.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = lo::set_down(&args.netns) {
+            eprintln!("loopback: DEL: leaving lo as it is: {e}");
+        }
+        Ok(())
+    }
+    fn status(&self, _: &CmdArgs) -> Result<(), Error> {
+        Ok(())
+    }
+    /// No state outside the container, so nothing to collect.
+    fn gc(&self, _: &CmdArgs) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+fn main() {
+    plugin_main(
+        &Loopback,
+        &format!("CNI loopback plugin v{}", env!("CARGO_PKG_VERSION")),
+    );
+}
