@@ -1,6 +1,6 @@
 //! host-local against a store someone else holds or spoiled: a held lock, hostile entries
-//! (FIFOs, symlinks). Nothing may hang, nothing may be written through a symlink, and
-//! every refusal names what is wrong.
+//! (FIFOs, symlinks), an endless resolvConf. Nothing may hang, nothing may be written
+//! through a symlink, and every refusal names what is wrong.
 
 mod host_local_support;
 
@@ -164,4 +164,40 @@ fn a_symlinked_lease_counts_as_held_like_the_reference() {
         assert_eq!(add_ok(&bin, "c2", &conf), "10.1.2.2", "{bin:?}");
         assert_eq!(fs::read_to_string(&target).unwrap(), "c1\r\neth0");
     }
+}
+
+#[test]
+fn an_endless_resolv_conf_is_refused() {
+    let net = Net::new("hl-resolv-huge");
+    let huge = net.tmp.join("resolv.conf");
+    // one long line: the reference's line scanner refuses it (64 KiB limit)
+    fs::write(&huge, vec![b'a'; 1 << 20]).unwrap();
+    for path in [huge.as_path(), "/dev/zero".as_ref()] {
+        let conf = net.conf(
+            "1.0.0",
+            json!({"ranges": [[{"subnet": "10.1.2.0/24"}]], "resolvConf": path}),
+            json!({}),
+        );
+        if path == huge {
+            call(&go(), "ADD", "a", "eth0", &conf).assert_failure();
+        }
+        let err = call(&ours(), "ADD", "a", "eth0", &conf).assert_failure();
+        assert_eq!(err["code"], 7, "{err}");
+        let msg = err["msg"].as_str().unwrap();
+        assert!(
+            msg.contains("resolvConf") && msg.contains("too large"),
+            "{msg}"
+        );
+        assert!(net.leases().is_empty(), "{:?}", net.leases());
+    }
+    // a FIFO is refused at once instead of waiting for a writer
+    let fifo = net.tmp.join("resolv.fifo");
+    mkfifo(&fifo, Mode::from_bits_truncate(0o600)).unwrap();
+    let conf = net.conf(
+        "1.0.0",
+        json!({"ranges": [[{"subnet": "10.1.2.0/24"}]], "resolvConf": fifo}),
+        json!({}),
+    );
+    let err = call(&ours(), "ADD", "a", "eth0", &conf).assert_failure();
+    assert_eq!(err["code"], 7, "{err}");
 }
