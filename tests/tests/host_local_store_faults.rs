@@ -201,3 +201,58 @@ fn an_endless_resolv_conf_is_refused() {
     let err = call(&ours(), "ADD", "a", "eth0", &conf).assert_failure();
     assert_eq!(err["code"], 7, "{err}");
 }
+
+/// Whether some process waits for an flock on `path` (a `->` line in /proc/locks).
+fn someone_waits_for(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path).unwrap();
+    let ino = format!(":{} ", m.ino());
+    fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains("-> FLOCK") && l.contains(&ino))
+}
+
+#[test]
+fn the_go_plugin_and_ours_take_the_same_lock() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let net = Net::new("hl-go-lock");
+    let conf = net.simple("1.0.0", "10.1.2.0/24");
+    let lock = net.store().join("lock");
+    let held = hold_lock(&net);
+    let mut go_add = Command::new(go())
+        .env_clear()
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", "g")
+        .env("CNI_NETNS", FAKE_NETNS)
+        .env("CNI_IFNAME", "eth0")
+        .env("CNI_PATH", "/nonexistent")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    go_add
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(conf.as_bytes())
+        .unwrap();
+    // the Go plugin queues on our flock (it waits forever: no timeout to race)
+    while !someone_waits_for(&lock) {
+        if let Some(status) = go_add.try_wait().unwrap() {
+            panic!("the Go plugin did not wait for the lock: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(net.leases().is_empty());
+    // and ours, while the lock is held, gives up naming the holder
+    let err = run_waiting("ADD", "r", &conf, SHORT_WAIT_MS);
+    assert_eq!(err["code"], 11, "{err}");
+    drop(held);
+    let out = go_add.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(net.leases().into_keys().collect::<Vec<_>>(), ["10.1.2.2"]);
+    assert_eq!(add_ok(&ours(), "r", &conf), "10.1.2.3");
+}
