@@ -145,13 +145,17 @@ mod tests {
         let t = TempDir::new("hl-lock-wait");
         let path = t.join(LOCK_FILE);
         let held = acquire(&path, Duration::ZERO).unwrap();
-        let (tx, rx) = mpsc::channel();
         let p = path.clone();
-        let waiter = std::thread::spawn(move || {
-            tx.send(()).unwrap();
-            acquire(&p, Duration::from_secs(600)).map(drop)
-        });
-        rx.recv().unwrap();
+        let waiter = std::thread::spawn(move || acquire(&p, Duration::from_secs(600)).map(drop));
+        // released only once the waiter blocks in flock (a `->` line in /proc/locks)
+        let ino = format!(":{} ", held.metadata().unwrap().ino());
+        while !std::fs::read_to_string("/proc/locks")
+            .unwrap()
+            .lines()
+            .any(|l| l.contains("-> FLOCK") && l.contains(&ino))
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         drop(held);
         waiter.join().unwrap().unwrap();
     }
