@@ -1,11 +1,35 @@
 //! `resolvConf`: a resolv.conf file turned into the result's `dns`.
 
 use libcni::types::Dns;
+use nix::libc;
+use std::fs::OpenOptions;
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-/// Reads and parses the file; see [`parse`].
-pub fn read(path: &Path) -> std::io::Result<Dns> {
-    Ok(parse(&std::fs::read_to_string(path)?))
+/// A resolv.conf is well under a kilobyte; the reference's line scanner gives up on a
+/// 64 KiB line. Anything longer (`/dev/zero`, a log file by mistake) is refused.
+const MAX_LEN: u64 = 64 * 1024;
+
+/// Reads and parses the file; see [`parse`]. A FIFO is refused rather than waited on.
+pub fn read(path: &Path) -> io::Result<Dns> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if file.metadata()?.file_type().is_fifo() {
+        return Err(io::Error::other("a FIFO, not a file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_LEN + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_LEN {
+        return Err(io::Error::other(format!(
+            "too large (over {MAX_LEN} bytes)"
+        )));
+    }
+    let text =
+        String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    Ok(parse(&text))
 }
 
 /// `nameserver`, `domain`, `search` and `options` lines, as the reference reads them:

@@ -3,21 +3,29 @@
 //! plugin can share the directory. Plus our [`index`](super::index), which keeps ADD and
 //! DEL from reading every lease file.
 //!
-//! Nothing here follows a symlink inside the store, and nothing writes outside it.
+//! Nothing here writes or removes through a symlink, nothing writes outside the store, and
+//! nothing waits on a FIFO: bookkeeping files that are not regular files are replaced.
+//! A lease that is a symlink is read (only), as the reference reads it, so its address
+//! stays taken and its holder known; it is never removed.
 
 use super::index::{self, Entry, Stamp, Tag};
+use super::lock::{self, LOCK_FILE};
 use super::{Attachment, Holder, Store, StoreError};
 use nix::libc;
 use std::collections::HashSet;
 use std::fs::{self, File, FileTimes, OpenOptions};
-use std::io::{ErrorKind, Read};
+use std::io::{self, ErrorKind, Read};
 use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub const LOCK_FILE: &str = "lock";
 pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
+/// A lease is written under this name, then linked under its address, so it appears with
+/// its content or not at all. Not an address: neither we nor the Go plugin (which only
+/// counts files named like addresses as leases) take it for one. One name suffices, as
+/// every writer holds the lock; one left by a killed writer is removed by the next.
+pub const LEASE_TMP: &str = "lease.tmp.host-local";
 /// Lease files are tiny; anything bigger is not one.
 const MAX_LEASE_LEN: u64 = 4096;
 
@@ -33,12 +41,23 @@ pub struct DiskStore {
 }
 
 impl DiskStore {
-    /// Opens and locks `<data_dir>/<network>`. With `create` the directory is made if
-    /// missing; without, a missing directory is `None` (nothing was ever allocated).
+    /// Opens and locks `<data_dir>/<network>`, waiting at most [`lock::verb_wait`] for
+    /// the lock. With `create` the directory is made if missing; without, a missing
+    /// directory is `None` (nothing was ever allocated).
     pub fn open(
         data_dir: &Path,
         network: &str,
         create: bool,
+    ) -> Result<Option<DiskStore>, StoreError> {
+        DiskStore::open_waiting(data_dir, network, create, lock::verb_wait())
+    }
+
+    /// [`open`](Self::open), waiting at most `wait` for the lock.
+    pub fn open_waiting(
+        data_dir: &Path,
+        network: &str,
+        create: bool,
+        wait: Duration,
     ) -> Result<Option<DiskStore>, StoreError> {
         let dir = data_dir.join(network);
         // One lstat when the store exists (every call after the first); mkdir only when not.
@@ -59,16 +78,7 @@ impl DiskStore {
             Err(e) if e.kind() == ErrorKind::NotFound && !create => return Ok(None),
             Err(e) => return Err(StoreError::io("inspecting store directory", &dir, e)),
         }
-        let lock_path = dir.join(LOCK_FILE);
-        // O_RDONLY|O_CREAT like the Go plugin's lock file; never through a symlink.
-        let lock = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_CREAT | libc::O_NOFOLLOW)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(|e| StoreError::io("opening lock", &lock_path, e))?;
-        lock.lock()
-            .map_err(|e| StoreError::io("locking", &lock_path, e))?;
+        let lock = lock::acquire(&dir.join(LOCK_FILE), wait)?;
         let mut store = DiskStore {
             dir,
             entries: Vec::new(),
@@ -127,18 +137,33 @@ impl DiskStore {
         let mut found = Vec::new();
         for dent in rd {
             let dent = dent.map_err(|e| StoreError::io("reading store directory", &self.dir, e))?;
-            let Some(ip) = lease_name(&dent.file_name().to_string_lossy()) else {
-                continue; // lock, last_reserved_ip.*, the index, anything foreign
-            };
-            // Symlinks and directories are never leases we read or remove.
-            if !dent.file_type().is_ok_and(|t| t.is_file()) {
+            let name = dent.file_name();
+            if name == LEASE_TMP {
                 eprintln!(
-                    "host-local: ignoring {}: not a regular file",
+                    "host-local: removing {}: left by a writer that was killed",
                     dent.path().display()
                 );
+                let _ = fs::remove_file(dent.path());
                 continue;
             }
-            if let Some(holder) = self.read_holder(ip) {
+            let Some(ip) = lease_name(&name.to_string_lossy()) else {
+                continue; // lock, last_reserved_ip.*, the index, anything foreign
+            };
+            // Taken whatever it is; only regular files and symlinks are opened (opening a
+            // device or a FIFO can block or have effects).
+            let readable = dent
+                .file_type()
+                .is_ok_and(|t| t.is_file() || t.is_symlink());
+            let holder = if readable {
+                self.read_holder(ip)
+            } else {
+                eprintln!(
+                    "host-local: {} is not a regular file: taken, held by no one",
+                    dent.path().display()
+                );
+                Some(Holder::Unknown)
+            };
+            if let Some(holder) = holder {
                 found.push((ip, holder));
             }
         }
@@ -149,13 +174,55 @@ impl DiskStore {
         self.dir.join(ip.to_string())
     }
 
-    /// The holder of a lease file; None when there is no such regular file.
+    /// The holder of a lease file; None when nothing has its name. A symlink is read
+    /// through when it leads to a regular file (the reference reads it too), anything
+    /// else that has the name is held by no one.
     fn read_holder(&self, ip: IpAddr) -> Option<Holder> {
-        let bytes = read_nofollow(&self.lease_path(ip), MAX_LEASE_LEN + 1)?;
-        if bytes.len() as u64 > MAX_LEASE_LEN {
-            return Some(Holder::Unknown);
+        let path = self.lease_path(ip);
+        let file = match open_read(&path, libc::O_NOFOLLOW) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return None,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                // a symlink: opened only when it leads to a regular file
+                match fs::metadata(&path) {
+                    Ok(m) if m.is_file() => match open_read(&path, 0) {
+                        Ok(f) => f,
+                        Err(_) => return Some(Holder::Unknown),
+                    },
+                    _ => return Some(Holder::Unknown),
+                }
+            }
+            Err(_) => return Some(Holder::Unknown),
+        };
+        match read_regular(file, MAX_LEASE_LEN + 1) {
+            Some(bytes) if bytes.len() as u64 <= MAX_LEASE_LEN => Some(Holder::parse(&bytes)),
+            _ => Some(Holder::Unknown),
         }
-        Some(Holder::parse(&bytes))
+    }
+
+    /// Writes `content` as the lease of `ip` unless something already has its name.
+    fn write_lease(&self, ip: IpAddr, content: &[u8]) -> Result<bool, StoreError> {
+        let tmp = self.dir.join(LEASE_TMP);
+        let path = self.lease_path(ip);
+        let fail = |e| StoreError::io("writing lease", &path, e);
+        remove_if_present(&tmp).map_err(fail)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(fail)?;
+        // link(2) never replaces: an existing file, symlink or directory means taken.
+        let linked =
+            file.write_all_at(content, 0)
+                .and_then(|()| match fs::hard_link(&tmp, &path) {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+                    Err(e) => Err(e),
+                });
+        let _ = fs::remove_file(&tmp);
+        linked.map_err(fail)
     }
 
     /// Writes the index if it changed; a failure only costs the next caller a scan.
@@ -181,12 +248,7 @@ impl DiskStore {
     }
 
     fn write_index(&self, path: &Path) -> std::io::Result<()> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(0o600)
-            .open(path)?;
+        let file = open_for_rewrite(path)?;
         // Creating the file may have changed the directory: stamp it only now (writing
         // the file's content does not change the directory).
         let stamp = self.unrepeatable_stamp()?;
@@ -248,13 +310,16 @@ fn lease_name(name: &str) -> Option<IpAddr> {
     (ip.to_string() == name).then_some(ip)
 }
 
-/// Up to `max` bytes of a regular file, never through a symlink; None on any error.
-fn read_nofollow(path: &Path, max: u64) -> Option<Vec<u8>> {
-    let file = OpenOptions::new()
+/// Opens for reading without blocking on a FIFO; `flags` adds e.g. O_NOFOLLOW.
+fn open_read(path: &Path, flags: i32) -> io::Result<File> {
+    OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | flags)
         .open(path)
-        .ok()?;
+}
+
+/// Up to `max` bytes of `file` if it is a regular file.
+fn read_regular(file: File, max: u64) -> Option<Vec<u8>> {
     if !file.metadata().ok()?.is_file() {
         return None;
     }
@@ -263,50 +328,61 @@ fn read_nofollow(path: &Path, max: u64) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Replaces a small file's content in place (creating it 0600), never through a symlink.
-fn write_small(path: &Path, content: &[u8]) -> std::io::Result<()> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .mode(0o600)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
+/// Up to `max` bytes of a regular file, never through a symlink; None on any error.
+fn read_nofollow(path: &Path, max: u64) -> Option<Vec<u8>> {
+    read_regular(open_read(path, libc::O_NOFOLLOW).ok()?, max)
+}
+
+fn remove_if_present(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
-    file.write_all_at(content, 0)
+}
+
+/// Opens one of our bookkeeping files for rewriting, creating it 0600. Anything else under
+/// its name (a symlink, a FIFO, a socket) is removed and replaced: never written through,
+/// never waited on.
+fn open_for_rewrite(path: &Path) -> io::Result<File> {
+    let open = |flags: i32| {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | flags)
+            .mode(0o600)
+            .open(path)
+    };
+    match open(0) {
+        Ok(f) if f.metadata()?.is_file() => return Ok(f),
+        Ok(_) => {}
+        // ELOOP: a symlink; ENXIO: a FIFO without a reader, or a socket
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENXIO)) => {}
+        Err(e) => return Err(e),
+    }
+    fs::remove_file(path)?;
+    open(libc::O_EXCL)
+}
+
+/// Replaces a small file's content (see [`open_for_rewrite`]).
+fn write_small(path: &Path, content: &[u8]) -> io::Result<()> {
+    let file = open_for_rewrite(path)?;
+    file.write_all_at(content, 0)?;
+    file.set_len(content.len() as u64)
 }
 
 impl Store for DiskStore {
     fn reserve(&mut self, att: &Attachment, ip: IpAddr, set: usize) -> Result<bool, StoreError> {
         let path = self.lease_path(ip);
-        // O_EXCL: an existing file, or a symlink, means taken.
-        let file = match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                if !self.entries.iter().any(|e| e.ip == ip) {
-                    // Someone changed the store behind an index we trusted.
-                    self.rescan()?;
-                }
-                if self.taken.is_none() {
-                    self.taken = Some(self.entries.iter().map(|e| e.ip).collect());
-                }
-                return Ok(false);
+        if !self.write_lease(ip, att.file_content().as_bytes())? {
+            if !self.entries.iter().any(|e| e.ip == ip) {
+                // Someone changed the store behind an index we trusted.
+                self.rescan()?;
             }
-            Err(e) => return Err(StoreError::io("creating lease", &path, e)),
-        };
-        let content = att.file_content();
-        if let Err(e) = file.write_all_at(content.as_bytes(), 0) {
-            let _ = fs::remove_file(&path);
-            return Err(StoreError::io("writing lease", &path, e));
+            if self.taken.is_none() {
+                self.taken = Some(self.entries.iter().map(|e| e.ip).collect());
+            }
+            return Ok(false);
         }
-        drop(file);
         let last = self.dir.join(format!("{LAST_RESERVED_PREFIX}{set}"));
         if let Err(e) = write_small(&last, ip.to_string().as_bytes()) {
             let _ = fs::remove_file(&path);
@@ -371,6 +447,14 @@ impl Store for DiskStore {
         let mut failure = None;
         for ip in ips {
             let path = self.lease_path(*ip);
+            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_symlink()) {
+                // taken and read like a lease, but no host-local wrote it: left alone
+                eprintln!(
+                    "host-local: leaving {}: a symlink, not a lease host-local wrote",
+                    path.display()
+                );
+                continue;
+            }
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}

@@ -3,12 +3,14 @@
 
 pub mod disk;
 mod index;
+pub mod lock;
 #[cfg(test)]
 pub mod mem;
 
 use std::io;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// One attachment: `(containerID, ifname)`. The ID is whitespace-trimmed, as the
 /// reference trims it before writing and comparing.
@@ -38,8 +40,9 @@ pub enum Holder {
     Attachment(Attachment),
     /// A file from before ifnames were recorded: the container ID only.
     Legacy(String),
-    /// A zero-length file: its writer died between creating it (O_EXCL) and writing it.
-    /// Writers hold the store lock throughout, so under the lock it is never in progress.
+    /// A zero-length file: its writer (the Go plugin, or ours before leases were written
+    /// whole) died between creating it (O_EXCL) and writing it. Writers hold the store
+    /// lock throughout, so under the lock it is never in progress.
     /// Taken like any lease (ADD skips it), held by no attachment (GC may release it).
     Empty,
     /// Corrupt or foreign content: the address is taken, but by no one we know.
@@ -87,6 +90,14 @@ pub enum StoreError {
     },
     #[error("{} is not a directory", .0.display())]
     NotADirectory(PathBuf),
+    #[error("{} is a {what}, not a regular file: remove it", path.display())]
+    NotARegularFile { path: PathBuf, what: &'static str },
+    #[error("store lock {} still held{} after {waited:?}: try again later", path.display(), holder.map(|p| format!(" by PID {p}")).unwrap_or_default())]
+    Busy {
+        path: PathBuf,
+        waited: Duration,
+        holder: Option<u32>,
+    },
 }
 
 impl StoreError {
@@ -101,14 +112,18 @@ impl StoreError {
     pub fn errno(&self) -> Option<i32> {
         match self {
             StoreError::Io { source, .. } => source.raw_os_error(),
-            StoreError::NotADirectory(_) => None,
+            _ => None,
         }
     }
 }
 
 impl From<StoreError> for libcni::Error {
     fn from(e: StoreError) -> libcni::Error {
-        libcni::Error::new(libcni::error::code::IO_FAILURE, e.to_string())
+        let code = match e {
+            StoreError::Busy { .. } => libcni::error::code::TRY_AGAIN_LATER,
+            _ => libcni::error::code::IO_FAILURE,
+        };
+        libcni::Error::new(code, e.to_string())
     }
 }
 

@@ -1,9 +1,11 @@
 //! STATUS (the reference has none): code 50 when an ADD could not succeed, because the
-//! store cannot be written or a range set has no free address (ADD needs one from each).
-//! Cheap: one read of the index under the lock.
+//! store cannot be written or a range set has no free address (ADD needs one from each);
+//! code 11 when the store lock stays held for a second. Cheap: one read of the index
+//! under the lock.
 
 use crate::range_set::RangeSet;
-use crate::store::{Store, StoreError};
+use crate::store::disk::DiskStore;
+use crate::store::{Store, StoreError, lock};
 use libcni::Error;
 use libcni::error::code;
 use libcni::skel::CmdArgs;
@@ -12,8 +14,14 @@ use nix::unistd::{AccessFlags, access};
 pub fn run(args: &CmdArgs) -> Result<(), Error> {
     let conf = super::load(args)?;
     let unavailable = |msg: String| Error::new(code::PLUGIN_NOT_AVAILABLE, msg);
-    let mut store = super::open_store(&conf.store, true)
-        .map_err(|e| unavailable(format!("store cannot be used: {}", e.msg)))?
+    // Runtimes poll STATUS: it waits for the lock a second at most, and a lock still held
+    // then is "try again later", not "unavailable".
+    let at = &conf.store;
+    let mut store = DiskStore::open_waiting(&at.data_dir, &at.name, true, lock::status_wait())
+        .map_err(|e| match e {
+            StoreError::Busy { .. } => Error::from(e),
+            e => unavailable(format!("store cannot be used: {e}")),
+        })?
         .ok_or_else(|| unavailable("store directory vanished".into()))?;
     access(store.dir(), AccessFlags::W_OK).map_err(|e| {
         unavailable(format!(

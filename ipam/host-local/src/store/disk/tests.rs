@@ -170,7 +170,7 @@ fn an_in_place_edit_is_caught_by_verification() {
 }
 
 #[test]
-fn hostile_entries_are_skipped_never_followed() {
+fn hostile_entries_are_taken_never_written_through() {
     let t = tmp("hostile");
     let outside = tmp("outside");
     let secret = outside.join("secret");
@@ -181,51 +181,137 @@ fn hostile_entries_are_skipped_never_followed() {
     fs::create_dir(dir.join("10.0.0.4")).unwrap();
     fs::write(dir.join("10.0.0.5"), "").unwrap();
     fs::write(dir.join("10.0.0.6"), vec![b'x'; 10_000]).unwrap();
+    nix::unistd::mkfifo(&dir.join("10.0.0.7"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    symlink(outside.join("nothing"), dir.join("10.0.0.9")).unwrap();
     fs::write(dir.join("010.0.0.7"), "victim\r\neth0").unwrap();
     fs::write(dir.join("notes.txt"), "victim\r\neth0").unwrap();
     symlink(outside.join("last"), dir.join("last_reserved_ip.0")).unwrap();
     let mut s = open(&t);
-    assert!(s.release(&att("victim", "eth0")).unwrap().is_empty());
     let mut all = s.allocated().unwrap();
     all.sort();
-    assert_eq!(all, [ipa("10.0.0.5"), ipa("10.0.0.6")]);
-    // a symlink or directory under an address's name is taken, not overwritten
-    assert!(!s.reserve(&att("a", "eth0"), ipa("10.0.0.3"), 1).unwrap());
-    assert!(!s.reserve(&att("a", "eth0"), ipa("10.0.0.4"), 1).unwrap());
-    // a symlinked last_reserved_ip is a clear error and leaves no lease behind
-    let err = s
-        .reserve(&att("a", "eth0"), ipa("10.0.0.8"), 0)
-        .unwrap_err();
-    assert!(err.to_string().contains("last_reserved_ip.0"), "{err}");
-    assert!(!dir.join("10.0.0.8").exists());
+    let taken = [
+        "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.9",
+    ];
+    assert_eq!(all, taken.map(ipa));
+    // a symlinked lease is read, as the reference reads it: the victim holds it (its
+    // re-ADD is a duplicate), but it is never removed
+    assert_eq!(s.ips_of(&att("victim", "eth0")).unwrap(), [ipa("10.0.0.3")]);
+    s.release(&att("victim", "eth0")).unwrap();
+    assert!(fs::symlink_metadata(dir.join("10.0.0.3")).is_ok());
+    assert_eq!(s.ips_of(&att("victim", "eth0")).unwrap(), [ipa("10.0.0.3")]);
+    // whatever has an address's name is taken, never overwritten
+    for ip in taken {
+        assert!(!s.reserve(&att("a", "eth0"), ipa(ip), 1).unwrap(), "{ip}");
+    }
+    // a symlinked last_reserved_ip is absent, then replaced
     assert_eq!(s.last_reserved(0), None);
+    assert!(s.reserve(&att("a", "eth0"), ipa("10.0.0.8"), 0).unwrap());
+    assert_eq!(s.last_reserved(0), Some(ipa("10.0.0.8")));
     drop(s);
+    assert!(
+        fs::symlink_metadata(dir.join("last_reserved_ip.0"))
+            .unwrap()
+            .is_file()
+    );
     assert_eq!(fs::read(&secret).unwrap(), b"victim\r\neth0");
-    assert!(!outside.join("last").exists());
+    assert!(!outside.join("last").exists() && !outside.join("nothing").exists());
+    // the index written over these entries gives the same answers
+    let mut s = open(&t);
+    assert_eq!(s.allocated().unwrap().len(), taken.len() + 1);
+    assert_eq!(s.ips_of(&att("victim", "eth0")).unwrap(), [ipa("10.0.0.3")]);
 }
 
 #[test]
-fn symlinked_store_or_lock_is_refused() {
-    let t = tmp("symdir");
-    let elsewhere = tmp("elsewhere");
-    symlink(elsewhere.path(), t.join("net")).unwrap();
-    assert!(matches!(
-        DiskStore::open(t.path(), "net", true),
-        Err(StoreError::NotADirectory(_)) | Err(StoreError::Io { .. })
-    ));
-    let t = tmp("symlock");
-    fs::create_dir_all(t.join("net")).unwrap();
-    symlink(elsewhere.join("lockfile"), t.join("net/lock")).unwrap();
-    let err = DiskStore::open(t.path(), "net", true).err().unwrap();
-    assert!(err.to_string().contains("opening lock"), "{err}");
-    assert!(!elsewhere.join("lockfile").exists());
-    // and a missing store is not created when not asked to
+fn a_non_regular_lock_or_index_is_never_waited_on() {
+    let t = with_one_lease("fifo");
+    let dir = t.join("net");
+    let fifo = |p: &Path| {
+        fs::remove_file(p).unwrap();
+        nix::unistd::mkfifo(p, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    };
+    fifo(&dir.join(index::FILE_NAME));
+    let mut s = open(&t);
+    assert_eq!(s.ips_of(&att("a", "eth0")).unwrap(), [ipa("10.0.0.2")]);
+    assert!(s.reserve(&att("b", "eth0"), ipa("10.0.0.3"), 0).unwrap());
+    drop(s);
     assert!(
-        DiskStore::open(t.path(), "absent", false)
+        fs::symlink_metadata(dir.join(index::FILE_NAME))
             .unwrap()
-            .is_none()
+            .is_file()
     );
-    assert!(!t.join("absent").exists());
+    fifo(&dir.join(LOCK_FILE));
+    let err = DiskStore::open(t.path(), "net", true).err().unwrap();
+    assert!(
+        matches!(err, StoreError::NotARegularFile { what: "FIFO", .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_lease_is_never_visible_without_its_content() {
+    // A reader racing the writer (as a kill at any point would freeze it) must never see
+    // a lease file that exists but is empty or partial.
+    let t = tmp("whole");
+    let dir = t.join("net");
+    let mut s = open(&t);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (dir, done) = (dir.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut seen = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                for dent in fs::read_dir(&dir).unwrap() {
+                    let name = dent.unwrap().file_name().into_string().unwrap();
+                    if name.parse::<IpAddr>().is_err() {
+                        continue;
+                    }
+                    if let Ok(bytes) = fs::read(dir.join(&name)) {
+                        assert!(bytes.ends_with(b"\r\neth0"), "{name}: {bytes:?}");
+                        seen += 1;
+                    }
+                }
+            }
+            seen
+        })
+    };
+    for i in 0..3000u32 {
+        let ip = IpAddr::from([10, 1, (i / 250) as u8, (i % 250 + 1) as u8]);
+        assert!(s.reserve(&att(&format!("c{i}"), "eth0"), ip, 0).unwrap());
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+}
+
+#[test]
+fn a_leftover_temp_lease_is_ignored_and_removed() {
+    // a writer killed after writing its temporary file, before linking it
+    let t = with_one_lease("tmp");
+    let dir = t.join("net");
+    fs::write(dir.join(LEASE_TMP), "dead\r\neth0").unwrap();
+    assert!(LEASE_TMP.parse::<IpAddr>().is_err());
+    let mut s = open(&t);
+    assert!(s.ips_of(&att("dead", "eth0")).unwrap().is_empty());
+    assert_eq!(s.allocated().unwrap(), [ipa("10.0.0.2")]);
+    drop(s);
+    assert!(!dir.join(LEASE_TMP).exists());
+    // and one left next to a current index is replaced by the next write
+    fs::write(dir.join(LEASE_TMP), "dead\r\neth0").unwrap();
+    drop(open(&t)); // rescans (the directory changed) and writes a current index
+    fs::write(dir.join(LEASE_TMP), "dead\r\neth0").unwrap();
+    let mut s = open(&t);
+    assert!(s.reserve(&att("b", "eth0"), ipa("10.0.0.3"), 0).unwrap());
+    drop(s);
+    assert_eq!(
+        names(&t),
+        [
+            "10.0.0.2",
+            "10.0.0.3",
+            index::FILE_NAME,
+            "last_reserved_ip.0",
+            "lock"
+        ]
+    );
+    assert_eq!(fs::read(dir.join("10.0.0.3")).unwrap(), b"b\r\neth0");
 }
 
 #[test]
