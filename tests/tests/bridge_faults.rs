@@ -94,6 +94,48 @@ esac"#,
     env.assert_clean_with(&ctr);
 }
 
+/// IPAM answers that used to panic the bridge (a gateway of another family than its address,
+/// with isGateway) or reach the kernel half-done: a clear error naming the field, the
+/// veth gone and the reservation released.
+#[test]
+fn invalid_ipam_result_rolls_back() {
+    if !privileged("invalid_ipam_result_rolls_back") {
+        return;
+    }
+    for (answer, want) in [
+        (
+            r#"{"cniVersion":"1.0.0","ips":[{"address":"fd00::2/64","gateway":"10.0.0.1"}]}"#,
+            "invalid IPAM result: ips[0].gateway 10.0.0.1 is not in the address family of fd00::2/64",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.5/24"}],"routes":[{"dst":"0.0.0.0/0","gw":"fd00::1"}]}"#,
+            "invalid IPAM result: routes[0].gw fd00::1 is not in the address family of routes[0].dst 0.0.0.0/0",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","ips":[{"address":"255.255.255.255/32"}]}"#,
+            "invalid IPAM result: ips[0].address 255.255.255.255/32 is not a unicast address",
+        ),
+    ] {
+        let env = Env::new("badipam");
+        let marker = env.data.join("ipam-del-called");
+        let mut conf = scripted_ipam_conf(
+            &env,
+            &["10.1.2.0/24"],
+            "badipam",
+            &format!(
+                "cat >/dev/null\ncase \"$CNI_COMMAND\" in\nADD) echo '{answer}';;\nDEL) touch {};;\nesac",
+                marker.display()
+            ),
+        );
+        conf["isGateway"] = json!(true);
+        let ctr = NamedNetns::new("ctr");
+        let (code, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
+        assert_eq!((code, msg.as_str()), (999, want));
+        assert!(marker.exists(), "{want}: the reservation is released");
+        env.assert_clean_with(&ctr);
+    }
+}
+
 /// The IPAM deletes the container netns before answering: whatever ADD returns, the
 /// runtime's DEL afterwards leaves nothing.
 #[test]

@@ -77,15 +77,13 @@ fn add_attachment(
     let mut pinned_bridge = None;
     if conf.is_layer3() {
         let ipam = conf.ipam(args);
-        let ipam_result = ipam.add()?;
+        let mut ipam_result = ipam.add()?;
         rollback.ipam = true;
-        if ipam_result.ips.is_empty() {
-            return Err(Error::internal("IPAM plugin returned missing IP config"));
-        }
+        crate::ipam_result::check(&mut ipam_result)?;
         result.ips = ipam_result.ips;
         result.routes = ipam_result.routes;
         result.dns = ipam_result.dns;
-        let gateways = calc_gateways(&mut result, conf);
+        let gateways = calc_gateways(&mut result, conf)?;
 
         let has_v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
         container::set_sysctls(netns, &args.ifname, conf.enable_dad, has_v6)?;
