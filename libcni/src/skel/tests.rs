@@ -431,3 +431,21 @@ fn refuses_the_plugins_own_netns_unless_overridden() {
     env.insert("CNI_NETNS".into(), exe.display().to_string());
     assert_eq!(call(&Recorder::default(), &env, CONF_1_1).status, 0);
 }
+
+#[test]
+fn a_panic_is_reported_as_internal_error_json() {
+    let at = Location::caller();
+    let e = panic_error(Some("index out of bounds"), Some(at));
+    let json: serde_json::Value = serde_json::from_str(&e.to_json()).unwrap();
+    assert_eq!(json["code"], 999);
+    assert_eq!(json["msg"], "internal error: index out of bounds");
+    assert_eq!(
+        json["details"],
+        format!("panicked at {}:{}:{}", at.file(), at.line(), at.column())
+    );
+    let e = panic_error(None, None);
+    assert_eq!(
+        (e.code, e.msg.as_str(), e.details.as_str()),
+        (999, "internal error: panic with a non-string payload", "")
+    );
+}
