@@ -136,6 +136,53 @@ fn invalid_ipam_result_rolls_back() {
     }
 }
 
+/// nft refuses the spoof check (someone else made the `bridge nat` PREROUTING chain with
+/// another priority): the message says what failed on which object in one short line,
+/// nft's output and the script are in `details`, and ADD is undone.
+#[test]
+fn spoofcheck_failure_is_short_and_names_the_object() {
+    if !privileged("spoofcheck_failure_is_short_and_names_the_object") {
+        return;
+    }
+    let env = Env::new("scfail");
+    env.host.exec_in(&["nft", "add", "table", "bridge", "nat"]);
+    env.host.exec_in(&[
+        "nft",
+        "add",
+        "chain",
+        "bridge",
+        "nat",
+        "PREROUTING",
+        "{ type filter hook prerouting priority -100 ; }",
+    ]);
+    let conf = env.conf("1.0.0", &["10.1.2.0/24"], json!({"macspoofchk": true}));
+    let ctr = NamedNetns::new("ctr");
+    let error = env.run("ADD", &ctr, "dummy-0", &conf).assert_failure();
+    let msg = error["msg"].as_str().unwrap();
+    assert!(
+        msg.starts_with("failed to set up mac spoof check for \"veth"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(
+            "(nft chain \"cni-br-iface-dummy-0-eth0\" in table bridge nat): \
+             nft -j -f - failed (exit status: 1): Could not process rule: "
+        ),
+        "{msg}"
+    );
+    assert!(msg.len() < 250 && !msg.contains('\n'), "{msg}");
+    let details = error["details"].as_str().unwrap();
+    assert!(
+        details.contains("Error: Could not process rule"),
+        "{details}"
+    );
+    assert!(
+        details.contains("\"macspoofchk-dummy-0-eth0\""),
+        "{details}"
+    );
+    env.assert_clean_with(&ctr);
+}
+
 /// The IPAM deletes the container netns before answering: whatever ADD returns, the
 /// runtime's DEL afterwards leaves nothing.
 #[test]

@@ -48,12 +48,18 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
     if conf.macspoofchk
         && let Err(e) = spoofcheck::teardown(&args.container_id, &args.ifname)
     {
-        errors.push(crate::fail::fail("failed to remove mac spoof check", e));
+        errors.push(crate::fail::firewall_fail(
+            "failed to remove mac spoof check",
+            e,
+        ));
     }
     if conf.is_layer3() && conf.ip_masq {
         let att = conf.attachment(args);
         if let Err(e) = firewall::teardown_ipmasq(&att, &ips) {
-            errors.push(crate::fail::fail("failed to remove IP masquerading", e));
+            errors.push(crate::fail::firewall_fail(
+                "failed to remove IP masquerading",
+                e,
+            ));
         }
     }
     // The first error is returned so the runtime retries; everything else was still done.
