@@ -10,6 +10,17 @@ use std::io::{Read, Write};
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// `eprintln!` for plugins: one line on stderr (where plugin logs go), dropped when stderr
+/// is gone. `eprintln!` panics then (EPIPE once the runtime that started us died), which
+/// would abort a rollback or a DEL half-way.
+#[macro_export]
+macro_rules! log {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// What a plugin gets for one call.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CmdArgs {

@@ -183,6 +183,30 @@ fn spoofcheck_failure_is_short_and_names_the_object() {
     env.assert_clean_with(&ctr);
 }
 
+/// The runtime died mid-DEL (its end of our stderr is closed, so every log line fails
+/// with EPIPE): DEL still runs to the end and releases the IP. A log line written with
+/// `eprintln!` panicked and aborted DEL before the IPAM DEL.
+#[test]
+fn del_finishes_when_stderr_is_gone() {
+    if !privileged("del_finishes_when_stderr_is_gone") {
+        return;
+    }
+    let env = Env::new("nostderr");
+    let conf = env.conf("1.0.0", &["10.1.2.0/24"], json!({}));
+    let ctr = NamedNetns::new("ctr");
+    let result = env.add(&ctr, "dummy-0", &conf);
+    let ctr_path = ctr.path().to_str().unwrap().to_string();
+    drop(ctr);
+    // The namespace is gone: DEL logs that, then cleans up the rest.
+    env.plugin("DEL", &ctr_path, "dummy-0", &with_prev(&conf, &result))
+        .stderr_closed()
+        .run_in(&env.host)
+        .assert_success();
+    assert!(env.ip_files().is_empty(), "the IP is released");
+    env.wait_for_no_links(std::time::Duration::from_secs(3));
+    env.assert_clean();
+}
+
 /// The IPAM deletes the container netns before answering: whatever ADD returns, the
 /// runtime's DEL afterwards leaves nothing.
 #[test]

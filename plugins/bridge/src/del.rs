@@ -79,7 +79,7 @@ fn delete_container_link(args: &CmdArgs) -> Result<Option<Vec<IpNetwork>>, Error
     let netns = match Netns::open(&args.netns) {
         Ok(ns) => ns,
         Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
-            eprintln!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
+            libcni::log!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
             return Ok(None);
         }
         Err(e) => {
@@ -169,6 +169,6 @@ fn is_global_unicast(a: &IpNetwork) -> bool {
 fn prev_result(conf: &BridgeConf, config_version: &str) -> Option<CniResult> {
     let prev = conf.common.prev_result.as_ref()?;
     CniResult::parse(prev, config_version)
-        .map_err(|e| eprintln!("bridge: DEL: ignoring unreadable prevResult: {e}"))
+        .map_err(|e| libcni::log!("bridge: DEL: ignoring unreadable prevResult: {e}"))
         .ok()
 }

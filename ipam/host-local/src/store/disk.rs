@@ -132,7 +132,7 @@ impl DiskStore {
             };
             // Symlinks and directories are never leases we read or remove.
             if !dent.file_type().is_ok_and(|t| t.is_file()) {
-                eprintln!(
+                libcni::log!(
                     "host-local: ignoring {}: not a regular file",
                     dent.path().display()
                 );
@@ -174,7 +174,7 @@ impl DiskStore {
             self.write_index(&path)
         };
         if let Err(e) = result {
-            eprintln!("host-local: writing {}: {e}", path.display());
+            libcni::log!("host-local: writing {}: {e}", path.display());
             let _ = fs::remove_file(&path);
         }
         self.changed = false;
