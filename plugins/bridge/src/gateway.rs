@@ -155,6 +155,18 @@ mod tests {
     }
 
     #[test]
+    fn no_gateway_after_the_last_address_is_an_error() {
+        let c = conf(r#"{"name":"n","isGateway":true,"ipam":{"type":"host-local"}}"#);
+        let mut r = result(&[("255.255.255.255/32", None)], &[]);
+        let e = calc_gateways(&mut r, &c).unwrap_err();
+        assert_eq!(e.msg, "no gateway address after 255.255.255.255/32");
+        // What check() would have refused; calc_gateways must not panic on it either.
+        let mut r = result(&[("fd00::2/64", Some("10.0.0.1"))], &[]);
+        let e = calc_gateways(&mut r, &c).unwrap_err();
+        assert_eq!(e.msg, "gateway 10.0.0.1 does not fit address fd00::2/64");
+    }
+
+    #[test]
     fn no_gateway_without_is_gateway() {
         let c = conf(r#"{"name":"n","ipam":{"type":"host-local"}}"#);
         let mut r = result(&[("10.1.2.2/24", None)], &[]);
