@@ -136,6 +136,36 @@ fn invalid_ipam_result_rolls_back() {
     }
 }
 
+/// The kernel refuses a route (its gateway is off-link): the message names the route as
+/// `ip route` would (no Rust `Some(..)`), and ADD is undone.
+#[test]
+fn unreachable_route_gateway_rolls_back() {
+    if !privileged("unreachable_route_gateway_rolls_back") {
+        return;
+    }
+    let env = Env::new("offlink");
+    let marker = env.data.join("ipam-del-called");
+    let answer = r#"{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.5/24","gateway":"10.1.2.1"}],"routes":[{"dst":"10.9.0.0/16","gw":"99.1.1.1"}]}"#;
+    let conf = scripted_ipam_conf(
+        &env,
+        &["10.1.2.0/24"],
+        "offlinkipam",
+        &format!(
+            "cat >/dev/null\ncase \"$CNI_COMMAND\" in\nADD) echo '{answer}';;\nDEL) touch {};;\nesac",
+            marker.display()
+        ),
+    );
+    let ctr = NamedNetns::new("ctr");
+    let (code, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
+    assert_eq!(code, 999);
+    assert!(
+        msg.starts_with("failed to add route '10.9.0.0/16 via 99.1.1.1 dev eth0': "),
+        "{msg}"
+    );
+    assert!(marker.exists(), "the reservation is released");
+    env.assert_clean_with(&ctr);
+}
+
 /// nft refuses the spoof check (someone else made the `bridge nat` PREROUTING chain with
 /// another priority): the message says what failed on which object in one short line,
 /// nft's output and the script are in `details`, and ADD is undone.
