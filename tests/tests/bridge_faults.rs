@@ -95,8 +95,9 @@ esac"#,
 }
 
 /// IPAM answers that used to panic the bridge (a gateway of another family than its address,
-/// with isGateway) or reach the kernel half-done: a clear error naming the field, the
-/// veth gone and the reservation released.
+/// with isGateway) or reach the kernel half-done (a `/0` gateway address on the host's
+/// bridge): a clear error naming the field, nothing on the bridge, the veth gone and the
+/// reservation released.
 #[test]
 fn invalid_ipam_result_rolls_back() {
     if !privileged("invalid_ipam_result_rolls_back") {
@@ -113,7 +114,11 @@ fn invalid_ipam_result_rolls_back() {
         ),
         (
             r#"{"cniVersion":"1.0.0","ips":[{"address":"255.255.255.255/32"}]}"#,
-            "invalid IPAM result: ips[0].address 255.255.255.255/32 is not a unicast address",
+            "invalid IPAM result: ips[0].address 255.255.255.255/32 is the broadcast address",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.5/0"}]}"#,
+            "invalid IPAM result: ips[0].address 10.1.2.5/0 has prefix length 0",
         ),
     ] {
         let env = Env::new("badipam");
@@ -128,10 +133,16 @@ fn invalid_ipam_result_rolls_back() {
             ),
         );
         conf["isGateway"] = json!(true);
+        conf["isDefaultGateway"] = json!(false);
         let ctr = NamedNetns::new("ctr");
         let (code, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
         assert_eq!((code, msg.as_str()), (999, want));
         assert!(marker.exists(), "{want}: the reservation is released");
+        assert_eq!(
+            global_addrs(&env.host, BRIDGE),
+            Vec::<String>::new(),
+            "{want}"
+        );
         env.assert_clean_with(&ctr);
     }
 }

@@ -8,29 +8,30 @@ use libcni::Error;
 use libcni::types::CniResult;
 use std::net::IpAddr;
 
-/// Refuses what no container can use: no IP, an address that is not unicast, a gateway of
-/// another family than its address or route destination. An IPv4 gateway spelled as an
-/// IPv4-mapped IPv6 address is taken as the IPv4 address (Go's `net.IP` makes no difference).
+/// Refuses what no container can use: no IP, an address with prefix length 0 (every
+/// address on-link; with isGateway a `/0` gateway route on the host bridge) or one that is
+/// not unicast, a gateway of another family than its address or route destination. An IPv4
+/// gateway spelled as an IPv4-mapped IPv6 address is taken as the IPv4 address (Go's
+/// `net.IP` makes no difference).
 pub fn check(result: &mut CniResult) -> Result<(), Error> {
     if result.ips.is_empty() {
         return Err(Error::internal("IPAM plugin returned missing IP config"));
     }
     for (i, ip) in result.ips.iter_mut().enumerate() {
         let field = |name: &str| format!("ips[{i}].{name}");
-        if !is_unicast(ip.address.ip()) {
-            return Err(bad(
-                &field("address"),
-                ip.address,
-                "is not a unicast address",
-            ));
+        if let Some(why) = unusable(ip.address.ip()) {
+            return Err(bad(&field("address"), ip.address, why));
+        }
+        if ip.address.prefix() == 0 {
+            return Err(bad(&field("address"), ip.address, "has prefix length 0"));
         }
         if let Some(gw) = &mut ip.gateway {
             *gw = same_family(*gw, &ip.address).ok_or_else(|| {
                 let why = format!("is not in the address family of {}", ip.address);
                 bad(&field("gateway"), *gw, &why)
             })?;
-            if !is_unicast(*gw) {
-                return Err(bad(&field("gateway"), *gw, "is not a unicast address"));
+            if let Some(why) = unusable(*gw) {
+                return Err(bad(&field("gateway"), *gw, why));
             }
         }
     }
@@ -61,14 +62,24 @@ fn same_family(ip: IpAddr, net: &IpNetwork) -> Option<IpAddr> {
     (ip.is_ipv4() == net.is_ipv4()).then_some(ip)
 }
 
-/// An address an interface or a gateway can have: not unspecified, multicast or the
-/// IPv4 broadcast address, and no IPv4-mapped IPv6 address (the kernel refuses those).
-fn is_unicast(ip: IpAddr) -> bool {
-    !(ip.is_unspecified() || ip.is_multicast())
-        && match ip {
-            IpAddr::V4(v4) => !v4.is_broadcast(),
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().is_none(),
-        }
+/// Why `ip` cannot be a container's address or its gateway (which goes on the host's
+/// bridge), if it cannot.
+fn unusable(ip: IpAddr) -> Option<&'static str> {
+    let mapped = matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some());
+    let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+    Some(if ip.is_unspecified() {
+        "is the unspecified address"
+    } else if ip.is_multicast() {
+        "is a multicast address"
+    } else if broadcast {
+        "is the broadcast address"
+    } else if ip.is_loopback() {
+        "is a loopback address"
+    } else if mapped {
+        "is an IPv4-mapped IPv6 address"
+    } else {
+        return None;
+    })
 }
 
 #[cfg(test)]
@@ -106,38 +117,54 @@ mod tests {
     }
 
     #[test]
-    fn addresses_must_be_unicast() {
-        for (json, field) in [
+    fn addresses_must_be_usable() {
+        for (json, what) in [
             (
-                r#"{"ips":[{"address":"0.0.0.0/0"}]}"#,
-                "ips[0].address 0.0.0.0/0",
+                r#"{"ips":[{"address":"0.0.0.0/24"}]}"#,
+                "ips[0].address 0.0.0.0/24 is the unspecified address",
             ),
-            (r#"{"ips":[{"address":"::/64"}]}"#, "ips[0].address ::/64"),
+            (
+                r#"{"ips":[{"address":"::/64"}]}"#,
+                "ips[0].address ::/64 is the unspecified address",
+            ),
             (
                 r#"{"ips":[{"address":"224.0.0.1/24"}]}"#,
-                "ips[0].address 224.0.0.1/24",
-            ),
-            (
-                r#"{"ips":[{"address":"255.255.255.255/32"}]}"#,
-                "ips[0].address 255.255.255.255/32",
+                "ips[0].address 224.0.0.1/24 is a multicast address",
             ),
             (
                 r#"{"ips":[{"address":"ff02::1/64"}]}"#,
-                "ips[0].address ff02::1/64",
+                "ips[0].address ff02::1/64 is a multicast address",
+            ),
+            (
+                r#"{"ips":[{"address":"255.255.255.255/32"}]}"#,
+                "ips[0].address 255.255.255.255/32 is the broadcast address",
+            ),
+            (
+                r#"{"ips":[{"address":"127.0.0.5/8"}]}"#,
+                "ips[0].address 127.0.0.5/8 is a loopback address",
             ),
             (
                 r#"{"ips":[{"address":"::ffff:10.1.2.5/120"}]}"#,
-                "ips[0].address ::ffff:10.1.2.5/120",
+                "ips[0].address ::ffff:10.1.2.5/120 is an IPv4-mapped IPv6 address",
+            ),
+            (
+                r#"{"ips":[{"address":"10.1.2.5/0"}]}"#,
+                "ips[0].address 10.1.2.5/0 has prefix length 0",
+            ),
+            (
+                r#"{"ips":[{"address":"fd00::5/0"}]}"#,
+                "ips[0].address fd00::5/0 has prefix length 0",
             ),
             (
                 r#"{"ips":[{"address":"10.0.0.2/24","gateway":"0.0.0.0"}]}"#,
-                "ips[0].gateway 0.0.0.0",
+                "ips[0].gateway 0.0.0.0 is the unspecified address",
+            ),
+            (
+                r#"{"ips":[{"address":"fd00::2/64","gateway":"::1"}]}"#,
+                "ips[0].gateway ::1 is a loopback address",
             ),
         ] {
-            assert_eq!(
-                msg(json),
-                format!("invalid IPAM result: {field} is not a unicast address")
-            );
+            assert_eq!(msg(json), format!("invalid IPAM result: {what}"));
         }
         assert_eq!(
             msg(r#"{"ips":[]}"#),
