@@ -114,7 +114,8 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e}");
+            // Not eprintln!: it panics when stderr is a closed pipe.
+            let _ = writeln!(std::io::stderr(), "Error: {e}");
             ExitCode::FAILURE
         }
     }
@@ -180,8 +181,9 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Validate { network } => {
             let caps = cni.validate_network_list(&load(&network)?)?;
+            let mut out = std::io::stdout().lock();
             for c in caps {
-                println!("{c}");
+                writeln!(out, "{c}")?;
             }
         }
     }

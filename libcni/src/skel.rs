@@ -7,6 +7,19 @@ use crate::goquote::{quote, quote_list};
 use crate::types::CniResult;
 use crate::version;
 use std::io::{Read, Write};
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `eprintln!` for plugins: one line on stderr (where plugin logs go), dropped when stderr
+/// is gone. `eprintln!` panics then (EPIPE once the runtime that started us died), which
+/// would abort a rollback or a DEL half-way.
+#[macro_export]
+macro_rules! log {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
 
 /// What a plugin gets for one call.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,6 +61,7 @@ pub struct Io<'a> {
 
 /// Runs the plugin on the real process env and stdio, then exits with its status.
 pub fn plugin_main(plugin: &dyn Plugin, about: &str) -> ! {
+    install_panic_hook();
     let getenv = |k: &str| std::env::var(k).ok();
     let (mut stdin, mut stdout, mut stderr) =
         (std::io::stdin(), std::io::stdout(), std::io::stderr());
@@ -72,6 +86,42 @@ pub fn run(plugin: &dyn Plugin, about: &str, io: Io<'_>) -> i32 {
             let _ = writeln!(io.stdout, "{}", e.to_json());
             1
         }
+    }
+}
+
+/// A panic is a bug, but the runtime must still get an error JSON, not an empty reply (the
+/// release build aborts on panic: the hook runs before the abort). The default hook still
+/// writes the panic to stderr.
+fn install_panic_hook() {
+    static PRINTED: AtomicBool = AtomicBool::new(false);
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        // One reply only, even if several threads panic.
+        if !PRINTED.swap(true, Ordering::SeqCst) {
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+            let error = panic_error(message, info.location());
+            let mut stdout = std::io::stdout();
+            let _ = writeln!(stdout, "{}", error.to_json());
+            let _ = stdout.flush();
+        }
+        default_hook(info);
+    }));
+}
+
+/// The error a panic is reported as: 999, "internal error: <panic message>", the location
+/// in `details`.
+pub fn panic_error(message: Option<&str>, location: Option<&Location<'_>>) -> Error {
+    let error = Error::internal(format!(
+        "internal error: {}",
+        message.unwrap_or("panic with a non-string payload")
+    ));
+    match location {
+        Some(at) => error.with_details(format!("panicked at {at}")),
+        None => error,
     }
 }
 

@@ -30,6 +30,7 @@ pub struct PluginRun {
     bin: PathBuf,
     env: Vec<(OsString, OsString)>,
     stdin: Vec<u8>,
+    stderr_closed: bool,
 }
 
 impl PluginRun {
@@ -38,6 +39,7 @@ impl PluginRun {
             bin: bin.into(),
             env: vec![("PATH".into(), SYSTEM_PATH.into())],
             stdin: Vec::new(),
+            stderr_closed: false,
         }
     }
 
@@ -84,6 +86,13 @@ impl PluginRun {
         self
     }
 
+    /// Give the plugin a stderr pipe nobody reads (writes fail with EPIPE), as when the
+    /// runtime that started it died; the output's stderr is then empty.
+    pub fn stderr_closed(mut self) -> PluginRun {
+        self.stderr_closed = true;
+        self
+    }
+
     /// Run in the test process's own netns. Only for commands that touch
     /// nothing there (VERSION, config errors); otherwise use [`Self::run_in`].
     pub fn run(&self) -> PluginOutput {
@@ -104,6 +113,11 @@ impl PluginRun {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if self.stderr_closed {
+            let (read, write) = nix::unistd::pipe().expect("pipe for stderr");
+            drop(read);
+            cmd.stderr(Stdio::from(write));
+        }
         cmd
     }
 

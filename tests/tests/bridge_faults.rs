@@ -94,6 +94,160 @@ esac"#,
     env.assert_clean_with(&ctr);
 }
 
+/// IPAM answers that used to panic the bridge (a gateway of another family than its address,
+/// with isGateway) or reach the kernel half-done (a `/0` gateway address on the host's
+/// bridge): a clear error naming the field, nothing on the bridge, the veth gone and the
+/// reservation released.
+#[test]
+fn invalid_ipam_result_rolls_back() {
+    if !privileged("invalid_ipam_result_rolls_back") {
+        return;
+    }
+    for (answer, want) in [
+        (
+            r#"{"cniVersion":"1.0.0","ips":[{"address":"fd00::2/64","gateway":"10.0.0.1"}]}"#,
+            "invalid IPAM result: ips[0].gateway 10.0.0.1 is not in the address family of fd00::2/64",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.5/24"}],"routes":[{"dst":"0.0.0.0/0","gw":"fd00::1"}]}"#,
+            "invalid IPAM result: routes[0].gw fd00::1 is not in the address family of routes[0].dst 0.0.0.0/0",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","ips":[{"address":"255.255.255.255/32"}]}"#,
+            "invalid IPAM result: ips[0].address 255.255.255.255/32 is the broadcast address",
+        ),
+        (
+            r#"{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.5/0"}]}"#,
+            "invalid IPAM result: ips[0].address 10.1.2.5/0 has prefix length 0",
+        ),
+    ] {
+        let env = Env::new("badipam");
+        let marker = env.data.join("ipam-del-called");
+        let mut conf = scripted_ipam_conf(
+            &env,
+            &["10.1.2.0/24"],
+            "badipam",
+            &format!(
+                "cat >/dev/null\ncase \"$CNI_COMMAND\" in\nADD) echo '{answer}';;\nDEL) touch {};;\nesac",
+                marker.display()
+            ),
+        );
+        conf["isGateway"] = json!(true);
+        conf["isDefaultGateway"] = json!(false);
+        let ctr = NamedNetns::new("ctr");
+        let (code, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
+        assert_eq!((code, msg.as_str()), (999, want));
+        assert!(marker.exists(), "{want}: the reservation is released");
+        assert_eq!(
+            global_addrs(&env.host, BRIDGE),
+            Vec::<String>::new(),
+            "{want}"
+        );
+        env.assert_clean_with(&ctr);
+    }
+}
+
+/// The kernel refuses a route (its gateway is off-link): the message names the route as
+/// `ip route` would (no Rust `Some(..)`), and ADD is undone.
+#[test]
+fn unreachable_route_gateway_rolls_back() {
+    if !privileged("unreachable_route_gateway_rolls_back") {
+        return;
+    }
+    let env = Env::new("offlink");
+    let marker = env.data.join("ipam-del-called");
+    let answer = r#"{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.5/24","gateway":"10.1.2.1"}],"routes":[{"dst":"10.9.0.0/16","gw":"99.1.1.1"}]}"#;
+    let conf = scripted_ipam_conf(
+        &env,
+        &["10.1.2.0/24"],
+        "offlinkipam",
+        &format!(
+            "cat >/dev/null\ncase \"$CNI_COMMAND\" in\nADD) echo '{answer}';;\nDEL) touch {};;\nesac",
+            marker.display()
+        ),
+    );
+    let ctr = NamedNetns::new("ctr");
+    let (code, msg) = error_of(&env.run("ADD", &ctr, "dummy-0", &conf));
+    assert_eq!(code, 999);
+    assert!(
+        msg.starts_with("failed to add route '10.9.0.0/16 via 99.1.1.1 dev eth0': "),
+        "{msg}"
+    );
+    assert!(marker.exists(), "the reservation is released");
+    env.assert_clean_with(&ctr);
+}
+
+/// nft refuses the spoof check (someone else made the `bridge nat` PREROUTING chain with
+/// another priority): the message says what failed on which object in one short line,
+/// nft's output and the script are in `details`, and ADD is undone.
+#[test]
+fn spoofcheck_failure_is_short_and_names_the_object() {
+    if !privileged("spoofcheck_failure_is_short_and_names_the_object") {
+        return;
+    }
+    let env = Env::new("scfail");
+    env.host.exec_in(&["nft", "add", "table", "bridge", "nat"]);
+    env.host.exec_in(&[
+        "nft",
+        "add",
+        "chain",
+        "bridge",
+        "nat",
+        "PREROUTING",
+        "{ type filter hook prerouting priority -100 ; }",
+    ]);
+    let conf = env.conf("1.0.0", &["10.1.2.0/24"], json!({"macspoofchk": true}));
+    let ctr = NamedNetns::new("ctr");
+    let error = env.run("ADD", &ctr, "dummy-0", &conf).assert_failure();
+    let msg = error["msg"].as_str().unwrap();
+    assert!(
+        msg.starts_with("failed to set up mac spoof check for \"veth"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(
+            "(nft chain \"cni-br-iface-dummy-0-eth0\" in table bridge nat): \
+             nft -j -f - failed (exit status: 1): Could not process rule: "
+        ),
+        "{msg}"
+    );
+    assert!(msg.len() < 250 && !msg.contains('\n'), "{msg}");
+    let details = error["details"].as_str().unwrap();
+    assert!(
+        details.contains("Error: Could not process rule"),
+        "{details}"
+    );
+    assert!(
+        details.contains("\"macspoofchk-dummy-0-eth0\""),
+        "{details}"
+    );
+    env.assert_clean_with(&ctr);
+}
+
+/// The runtime died mid-DEL (its end of our stderr is closed, so every log line fails
+/// with EPIPE): DEL still runs to the end and releases the IP. A log line written with
+/// `eprintln!` panicked and aborted DEL before the IPAM DEL.
+#[test]
+fn del_finishes_when_stderr_is_gone() {
+    if !privileged("del_finishes_when_stderr_is_gone") {
+        return;
+    }
+    let env = Env::new("nostderr");
+    let conf = env.conf("1.0.0", &["10.1.2.0/24"], json!({}));
+    let ctr = NamedNetns::new("ctr");
+    let result = env.add(&ctr, "dummy-0", &conf);
+    let ctr_path = ctr.path().to_str().unwrap().to_string();
+    drop(ctr);
+    // The namespace is gone: DEL logs that, then cleans up the rest.
+    env.plugin("DEL", &ctr_path, "dummy-0", &with_prev(&conf, &result))
+        .stderr_closed()
+        .run_in(&env.host)
+        .assert_success();
+    assert!(env.ip_files().is_empty(), "the IP is released");
+    env.wait_for_no_links(std::time::Duration::from_secs(3));
+    env.assert_clean();
+}
+
 /// The IPAM deletes the container netns before answering: whatever ADD returns, the
 /// runtime's DEL afterwards leaves nothing.
 #[test]

@@ -41,9 +41,10 @@ pub(crate) fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Result<S
         })?;
     if !out.status.success() {
         return Err(FirewallError::Failed {
-            command: with_script(command, stdin),
+            command,
             status: out.status,
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            script: stdin.map(str::to_string),
         });
     }
     String::from_utf8(out.stdout).map_err(|e| FirewallError::Parse {
@@ -64,13 +65,4 @@ fn display(program: &str, args: &[&str]) -> String {
         .chain(args.iter().copied())
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// The failing script is part of the error: without it a restore error
-/// ("line 4 failed") cannot be understood.
-fn with_script(command: String, stdin: Option<&str>) -> String {
-    match stdin {
-        Some(script) => format!("{command} <<EOF\n{script}EOF"),
-        None => command,
-    }
 }

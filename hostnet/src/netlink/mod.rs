@@ -93,19 +93,22 @@ impl Netlink {
     /// stays bound to `ns`.
     pub fn in_netns(ns: BorrowedFd<'_>) -> Result<Netlink, NetlinkError> {
         std::thread::scope(|s| {
-            s.spawn(|| {
-                nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
-                    NetlinkError::io("enter network namespace", std::io::Error::from(e))
-                })?;
-                Netlink::current()
-            })
-            .join()
-            .unwrap_or_else(|_| {
-                Err(NetlinkError::unexpected(
-                    "open netlink socket in network namespace",
-                    "helper thread panicked",
-                ))
-            })
+            // Builder, not `s.spawn`: that panics when no thread can be made (pids limit).
+            std::thread::Builder::new()
+                .spawn_scoped(s, || {
+                    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
+                        NetlinkError::io("enter network namespace", std::io::Error::from(e))
+                    })?;
+                    Netlink::current()
+                })
+                .map_err(|e| NetlinkError::io("start a thread for the network namespace", e))?
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(NetlinkError::unexpected(
+                        "open netlink socket in network namespace",
+                        "helper thread panicked",
+                    ))
+                })
         })
     }
 

@@ -177,7 +177,7 @@ pub fn allocate(
 fn rollback(store: &mut dyn Store, done: &[IpConfig]) {
     let ips: Vec<IpAddr> = done.iter().map(|c| c.address.ip()).collect();
     if let Err(e) = store.release_ips(&ips) {
-        eprintln!("host-local: releasing {ips:?} after a failed ADD: {e}");
+        libcni::log!("host-local: releasing {ips:?} after a failed ADD: {e}");
     }
 }
 

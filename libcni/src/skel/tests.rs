@@ -462,3 +462,21 @@ fn add_prints_what_the_plugin_renders() {
     );
     assert_eq!((o.status, o.stdout.as_str()), (0, "rendered at 0.2.0"));
 }
+
+#[test]
+fn a_panic_is_reported_as_internal_error_json() {
+    let at = Location::caller();
+    let e = panic_error(Some("index out of bounds"), Some(at));
+    let json: serde_json::Value = serde_json::from_str(&e.to_json()).unwrap();
+    assert_eq!(json["code"], 999);
+    assert_eq!(json["msg"], "internal error: index out of bounds");
+    assert_eq!(
+        json["details"],
+        format!("panicked at {}:{}:{}", at.file(), at.line(), at.column())
+    );
+    let e = panic_error(None, None);
+    assert_eq!(
+        (e.code, e.msg.as_str(), e.details.as_str()),
+        (999, "internal error: panic with a non-string payload", "")
+    );
+}

@@ -4,11 +4,11 @@
 
 use crate::config::{BridgeConf, mac_string};
 use crate::container;
-use crate::fail::{Context, fail};
-use crate::gateway::{CONTAINER_IFACE_INDEX, calc_gateways};
+use crate::fail::{Context, fail, firewall_fail};
+use crate::gateway::calc_gateways;
 use crate::host;
 use crate::rollback::Rollback;
-use hostnet::firewall::{self, spoofcheck};
+use hostnet::firewall::{self, names, spoofcheck};
 use hostnet::netlink::{Link, Netlink};
 use libcni::netns::Netns;
 use libcni::skel::CmdArgs;
@@ -69,23 +69,29 @@ fn add_attachment(
             &args.container_id,
             &args.ifname,
             &host_veth.name,
-            &result.interfaces[CONTAINER_IFACE_INDEX].mac,
+            &mac_string(ctr_veth.mac),
         )
-        .context("failed to set up mac spoof check")?;
+        .map_err(|e| {
+            let reference = names::spoofcheck_ref(&args.container_id, &args.ifname);
+            let chain = names::spoofcheck_iface_chain(&reference);
+            let what = format!(
+                "failed to set up mac spoof check for {:?} (nft chain {chain:?} in table bridge nat)",
+                host_veth.name
+            );
+            firewall_fail(what, e)
+        })?;
     }
 
     let mut pinned_bridge = None;
     if conf.is_layer3() {
         let ipam = conf.ipam(args);
-        let ipam_result = ipam.add()?;
+        let mut ipam_result = ipam.add()?;
         rollback.ipam = true;
-        if ipam_result.ips.is_empty() {
-            return Err(Error::internal("IPAM plugin returned missing IP config"));
-        }
+        crate::ipam_result::check(&mut ipam_result)?;
         result.ips = ipam_result.ips;
         result.routes = ipam_result.routes;
         result.dns = ipam_result.dns;
-        let gateways = calc_gateways(&mut result, conf);
+        let gateways = calc_gateways(&mut result, conf)?;
 
         let has_v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
         container::set_sysctls(netns, &args.ifname, conf.enable_dad, has_v6)?;
@@ -105,8 +111,9 @@ fn add_attachment(
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             rollback.ipmasq = ips.clone();
             let att = conf.attachment(args);
-            firewall::setup_ipmasq(conf.ip_masq_backend, &att, &ips)
-                .context("failed to set up IP masquerading")?;
+            firewall::setup_ipmasq(conf.ip_masq_backend, &att, &ips).map_err(|e| {
+                firewall_fail(format!("failed to set up IP masquerading for {ips:?}"), e)
+            })?;
         }
     } else if !conf.disable_container_interface {
         ctr.set_up(ctr_veth.index)

@@ -58,7 +58,7 @@ pub fn check(args: &CmdArgs) -> Result<(), Error> {
             &host_veth.name,
             &ctr_entry.mac,
         )
-        .context("failed to read mac spoof check rules")?;
+        .map_err(|e| crate::fail::firewall_fail("failed to read mac spoof check rules", e))?;
         if !ok {
             return Err(Error::internal(format!(
                 "mac spoof check rules for {} are missing",
@@ -73,7 +73,7 @@ pub fn check(args: &CmdArgs) -> Result<(), Error> {
             let att = conf.attachment(args);
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             let ok = firewall::check_ipmasq(conf.ip_masq_backend, &att, &ips)
-                .context("failed to read masquerade rules")?;
+                .map_err(|e| crate::fail::firewall_fail("failed to read masquerade rules", e))?;
             if !ok {
                 return Err(Error::internal(format!(
                     "masquerade rules for {:?} are missing",

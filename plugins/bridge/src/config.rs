@@ -128,7 +128,7 @@ impl BridgeConf {
     ) -> Result<BridgeConf, Error> {
         let (conf, ignored) = BridgeConf::read_tolerant(stdin, cni_args)?;
         for e in ignored {
-            eprintln!(
+            libcni::log!(
                 "bridge: {verb}: ignoring a config mistake {verb} does not depend on: {}",
                 e.msg
             );

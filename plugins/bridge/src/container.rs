@@ -102,11 +102,9 @@ pub fn configure_iface(
             Ok(()) => {}
             Err(e) if e.is_exists() => {}
             Err(e) => {
+                let via = gateway.map(|g| format!(" via {g}")).unwrap_or_default();
                 return Err(fail(
-                    format!(
-                        "failed to add route '{} via {:?} dev {ifname}'",
-                        route.dst, gateway
-                    ),
+                    format!("failed to add route '{}{via} dev {ifname}'", route.dst),
                     e,
                 ));
             }

@@ -57,12 +57,18 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
     if conf.macspoofchk
         && let Err(e) = spoofcheck::teardown(&args.container_id, &args.ifname)
     {
-        errors.push(crate::fail::fail("failed to remove mac spoof check", e));
+        errors.push(crate::fail::firewall_fail(
+            "failed to remove mac spoof check",
+            e,
+        ));
     }
     if conf.is_layer3() && conf.ip_masq {
         let att = conf.attachment(args);
         if let Err(e) = firewall::teardown_ipmasq(&att, &ips) {
-            errors.push(crate::fail::fail("failed to remove IP masquerading", e));
+            errors.push(crate::fail::firewall_fail(
+                "failed to remove IP masquerading",
+                e,
+            ));
         }
     }
     // The first error is returned so the runtime retries; everything else was still done.
@@ -80,7 +86,7 @@ fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, Error> {
     let netns = match Netns::open(&args.netns) {
         Ok(ns) => ns,
         Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
-            eprintln!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
+            libcni::log!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
             return Ok(ContainerSide::Unreachable);
         }
         Err(e) => {
@@ -144,7 +150,7 @@ fn delete_host_veths(
             continue;
         }
         if let Err(why) = owned_by_us(&host, entry, &link, named_ns) {
-            eprintln!("bridge: DEL: leaving {:?} alone: {why}", entry.name);
+            libcni::log!("bridge: DEL: leaving {:?} alone: {why}", entry.name);
             continue;
         }
         match host.delete_link(link.index) {
@@ -209,6 +215,6 @@ fn is_global_unicast(a: &IpNetwork) -> bool {
 fn prev_result(conf: &BridgeConf, config_version: &str) -> Option<CniResult> {
     let prev = conf.common.prev_result.as_ref()?;
     CniResult::parse(prev, config_version)
-        .map_err(|e| eprintln!("bridge: DEL: ignoring unreadable prevResult: {e}"))
+        .map_err(|e| libcni::log!("bridge: DEL: ignoring unreadable prevResult: {e}"))
         .ok()
 }

@@ -1,11 +1,18 @@
 //! Turning kernel and firewall errors into CNI errors: the reference's verb phrase in
 //! front, code 999 (internal) as Go's skel gives untyped errors.
 
+use hostnet::firewall::FirewallError;
 use libcni::Error;
 use std::fmt::Display;
 
 pub fn fail(context: impl Display, err: impl Display) -> Error {
     Error::internal(format!("{context}: {err}"))
+}
+
+/// A firewall failure: the tool's reason in `msg`, its whole output and script in `details`.
+pub fn firewall_fail(context: impl Display, err: FirewallError) -> Error {
+    let details = err.details();
+    fail(context, err).with_details(details)
 }
 
 /// Adds context to any error convertible to a message.

@@ -3,6 +3,7 @@
 
 use crate::config::BridgeConf;
 use ipnetwork::IpNetwork;
+use libcni::Error;
 use libcni::types::{CniResult, Route};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -18,15 +19,17 @@ pub struct Gateways {
 
 /// Points every IP at the container interface, fills in missing gateways (network + 1) when
 /// the bridge is a gateway, and adds a default route per family for `isDefaultGateway` unless
-/// the IPAM already gave one with a gateway.
-pub fn calc_gateways(result: &mut CniResult, conf: &BridgeConf) -> Gateways {
+/// the IPAM already gave one with a gateway. `result` passed [`crate::ipam_result::check`].
+pub fn calc_gateways(result: &mut CniResult, conf: &BridgeConf) -> Result<Gateways, Error> {
     let mut gws = Gateways::default();
     let (mut default_v4, mut default_v6) = (false, false);
     for i in 0..result.ips.len() {
         let ip = &mut result.ips[i];
         ip.interface = Some(CONTAINER_IFACE_INDEX);
         if ip.gateway.is_none() && conf.is_gateway {
-            ip.gateway = Some(first_host(&ip.address));
+            ip.gateway = Some(first_host(&ip.address).ok_or_else(|| {
+                Error::internal(format!("no gateway address after {}", ip.address))
+            })?);
         }
         let (address, gateway) = (ip.address, ip.gateway);
         let v4 = address.is_ipv4();
@@ -43,7 +46,9 @@ pub fn calc_gateways(result: &mut CniResult, conf: &BridgeConf) -> Gateways {
             }
         }
         if let (true, Some(gw)) = (conf.is_gateway, gateway) {
-            let net = IpNetwork::new(gw, address.prefix()).expect("prefix of a valid address");
+            let net = IpNetwork::new(gw, address.prefix()).map_err(|_| {
+                Error::internal(format!("gateway {gw} does not fit address {address}"))
+            })?;
             if v4 {
                 gws.v4.push(net)
             } else {
@@ -51,7 +56,7 @@ pub fn calc_gateways(result: &mut CniResult, conf: &BridgeConf) -> Gateways {
             }
         }
     }
-    gws
+    Ok(gws)
 }
 
 pub fn default_route_dst(v4: bool) -> IpNetwork {
@@ -63,12 +68,12 @@ pub fn default_route_dst(v4: bool) -> IpNetwork {
     IpNetwork::new(any, 0).expect("prefix 0 is valid")
 }
 
-/// The network address + 1 (Go `calcGatewayIP`).
-fn first_host(addr: &IpNetwork) -> IpAddr {
-    match addr.network() {
-        IpAddr::V4(n) => IpAddr::V4(Ipv4Addr::from(u32::from(n).wrapping_add(1))),
-        IpAddr::V6(n) => IpAddr::V6(Ipv6Addr::from(u128::from(n).wrapping_add(1))),
-    }
+/// The network address + 1 (Go `calcGatewayIP`); none after the last address.
+fn first_host(addr: &IpNetwork) -> Option<IpAddr> {
+    Some(match addr.network() {
+        IpAddr::V4(n) => IpAddr::V4(Ipv4Addr::from(u32::from(n).checked_add(1)?)),
+        IpAddr::V6(n) => IpAddr::V6(Ipv6Addr::from(u128::from(n).checked_add(1)?)),
+    })
 }
 
 #[cfg(test)]
@@ -108,7 +113,7 @@ mod tests {
             ],
             &[],
         );
-        let g = calc_gateways(&mut r, &c);
+        let g = calc_gateways(&mut r, &c).unwrap();
         assert_eq!(g.v4, vec!["10.1.2.1/24".parse::<IpNetwork>().unwrap()]);
         assert_eq!(g.v6, vec!["2001:db8::1/64".parse::<IpNetwork>().unwrap()]);
         assert!(r.ips.iter().all(|i| i.interface == Some(2)));
@@ -131,11 +136,11 @@ mod tests {
             &[("10.1.2.2/24", None), ("10.2.2.2/24", None)],
             &[("0.0.0.0/0", Some("10.1.2.99"))],
         );
-        calc_gateways(&mut r, &c);
+        calc_gateways(&mut r, &c).unwrap();
         assert_eq!(r.routes.len(), 1);
         // A gateway-less default route does not count (the reference adds its own).
         let mut r = result(&[("10.1.2.2/24", None)], &[("0.0.0.0/0", None)]);
-        calc_gateways(&mut r, &c);
+        calc_gateways(&mut r, &c).unwrap();
         assert_eq!(r.routes.len(), 2);
     }
 
@@ -143,17 +148,29 @@ mod tests {
     fn one_default_route_per_family_for_several_ips() {
         let c = conf(r#"{"name":"n","isDefaultGateway":true,"ipam":{"type":"host-local"}}"#);
         let mut r = result(&[("10.1.2.2/24", None), ("10.2.2.2/16", None)], &[]);
-        let g = calc_gateways(&mut r, &c);
+        let g = calc_gateways(&mut r, &c).unwrap();
         assert_eq!(r.routes.len(), 1);
         assert_eq!(g.v4.len(), 2);
         assert_eq!(g.v4[1].to_string(), "10.2.0.1/16");
     }
 
     #[test]
+    fn no_gateway_after_the_last_address_is_an_error() {
+        let c = conf(r#"{"name":"n","isGateway":true,"ipam":{"type":"host-local"}}"#);
+        let mut r = result(&[("255.255.255.255/32", None)], &[]);
+        let e = calc_gateways(&mut r, &c).unwrap_err();
+        assert_eq!(e.msg, "no gateway address after 255.255.255.255/32");
+        // What check() would have refused; calc_gateways must not panic on it either.
+        let mut r = result(&[("fd00::2/64", Some("10.0.0.1"))], &[]);
+        let e = calc_gateways(&mut r, &c).unwrap_err();
+        assert_eq!(e.msg, "gateway 10.0.0.1 does not fit address fd00::2/64");
+    }
+
+    #[test]
     fn no_gateway_without_is_gateway() {
         let c = conf(r#"{"name":"n","ipam":{"type":"host-local"}}"#);
         let mut r = result(&[("10.1.2.2/24", None)], &[]);
-        assert_eq!(calc_gateways(&mut r, &c), Gateways::default());
+        assert_eq!(calc_gateways(&mut r, &c).unwrap(), Gateways::default());
         assert_eq!(r.ips[0].gateway, None);
         assert!(r.routes.is_empty());
     }

@@ -20,11 +20,14 @@ pub fn gc(args: &CmdArgs) -> Result<(), Error> {
             .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
             .collect();
         if let Err(e) = firewall::gc_ipmasq(conf.name(), &valid) {
-            errors.push(crate::fail::fail("failed to collect masquerade rules", e));
+            errors.push(crate::fail::firewall_fail(
+                "failed to collect masquerade rules",
+                e,
+            ));
         }
         // Spoof-check rules carry no network name: only those whose host veth is gone go.
         if let Err(e) = spoofcheck::gc(&valid) {
-            errors.push(crate::fail::fail(
+            errors.push(crate::fail::firewall_fail(
                 "failed to collect mac spoof check rules",
                 e,
             ));

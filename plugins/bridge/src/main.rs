@@ -9,6 +9,7 @@ mod fail;
 mod gateway;
 mod gc;
 mod host;
+mod ipam_result;
 mod rollback;
 mod vlan;
 

@@ -19,7 +19,7 @@ impl Rollback {
     /// Best effort: every step runs, failures are logged to stderr.
     pub fn run(self, host: &Netlink, conf: &BridgeConf, args: &CmdArgs) {
         let log =
-            |what: &str, e: &dyn std::fmt::Display| eprintln!("bridge: rollback: {what}: {e}");
+            |what: &str, e: &dyn std::fmt::Display| libcni::log!("bridge: rollback: {what}: {e}");
         if !self.ipmasq.is_empty() {
             let att = conf.attachment(args);
             if let Err(e) = firewall::teardown_ipmasq(&att, &self.ipmasq) {

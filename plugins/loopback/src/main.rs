@@ -28,7 +28,7 @@ impl Plugin for Loopback {
             return Ok(());
         }
         if let Err(e) = lo::set_down(&args.netns) {
-            eprintln!("loopback: DEL: leaving lo as it is: {e}");
+            libcni::log!("loopback: DEL: leaving lo as it is: {e}");
         }
         Ok(())
     }

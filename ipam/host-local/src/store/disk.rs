@@ -139,7 +139,7 @@ impl DiskStore {
             let dent = dent.map_err(|e| StoreError::io("reading store directory", &self.dir, e))?;
             let name = dent.file_name();
             if name == LEASE_TMP {
-                eprintln!(
+                libcni::log!(
                     "host-local: removing {}: left by a writer that was killed",
                     dent.path().display()
                 );
@@ -157,7 +157,7 @@ impl DiskStore {
             let holder = if readable {
                 self.read_holder(ip)
             } else {
-                eprintln!(
+                libcni::log!(
                     "host-local: {} is not a regular file: taken, held by no one",
                     dent.path().display()
                 );
@@ -241,7 +241,7 @@ impl DiskStore {
             self.write_index(&path)
         };
         if let Err(e) = result {
-            eprintln!("host-local: writing {}: {e}", path.display());
+            libcni::log!("host-local: writing {}: {e}", path.display());
             let _ = fs::remove_file(&path);
         }
         self.changed = false;
@@ -449,7 +449,7 @@ impl Store for DiskStore {
             let path = self.lease_path(*ip);
             if fs::symlink_metadata(&path).is_ok_and(|m| m.is_symlink()) {
                 // taken and read like a lease, but no host-local wrote it: left alone
-                eprintln!(
+                libcni::log!(
                     "host-local: leaving {}: a symlink, not a lease host-local wrote",
                     path.display()
                 );

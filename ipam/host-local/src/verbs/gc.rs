@@ -40,11 +40,11 @@ pub fn collect(store: &mut dyn Store, valid: &[GcAttachment]) -> Result<Vec<IpAd
             Holder::Attachment(a) => !keep.contains(a),
             Holder::Legacy(id) => !ids.contains(id.as_str()),
             Holder::Empty => {
-                eprintln!("host-local: GC releases empty lease {ip}: its writer never finished");
+                libcni::log!("host-local: GC releases empty lease {ip}: its writer never finished");
                 true
             }
             Holder::Unknown => {
-                eprintln!("host-local: GC leaves lease {ip} alone: unreadable content");
+                libcni::log!("host-local: GC leaves lease {ip} alone: unreadable content");
                 false
             }
         })
