@@ -67,11 +67,12 @@ pub struct Args {
     pub ca_file: PathBuf,
 
     /// cniVersion of the conflist (containerd 1.6's libcni speaks up to 1.0.0).
-    #[arg(long, env = "CNI_RS_CNI_VERSION", default_value = "1.0.0")]
+    #[arg(long, env = "CNI_RS_CNI_VERSION", default_value = "1.0.0",
+          value_parser = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"])]
     pub cni_version: String,
 
     /// Name of the bridge the pods attach to.
-    #[arg(long, env = "CNI_RS_BRIDGE", default_value = "cni0")]
+    #[arg(long, env = "CNI_RS_BRIDGE", default_value = "cni0", value_parser = parse_ifname)]
     pub bridge: String,
 
     /// MTU of the bridge and pod interfaces [default: the MTU of the host's default-route interface].
@@ -139,6 +140,15 @@ impl Args {
     }
 }
 
+/// A Linux interface name: 1 to 15 bytes, no '/', ':' or whitespace.
+fn parse_ifname(name: &str) -> Result<String, String> {
+    let bad = |c: char| c == '/' || c == ':' || c.is_whitespace();
+    if name.is_empty() || name.len() > 15 || name.contains(bad) || name == "." || name == ".." {
+        return Err("not a Linux interface name (1-15 bytes, no '/', ':' or spaces)".into());
+    }
+    Ok(name.to_string())
+}
+
 fn in_cluster_url(host: &str, port: &str) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("https://[{host}]:{port}")
@@ -171,6 +181,21 @@ mod tests {
         );
         assert_eq!(args.conf_name, "10-cni-rs.conflist");
         assert_eq!(args.cni_version, "1.0.0");
+    }
+
+    #[test]
+    fn bad_bridge_name_or_cni_version_is_refused() {
+        for args in [
+            &["--bridge", "a-bridge-name-too-long"][..],
+            &["--bridge", "br/0"],
+            &["--bridge", ""],
+            &["--cni-version", "2.0.0"],
+            &["--mtu", "0"],
+            &["--interval", "0"],
+        ] {
+            let err = Args::try_parse_from(["cni-install"].iter().chain(args)).unwrap_err();
+            assert!(err.to_string().contains(args[0]), "{args:?}: {err}");
+        }
     }
 
     #[test]
