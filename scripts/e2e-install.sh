@@ -71,6 +71,9 @@ if [[ -z ${E2E_SKIP_BUILD:-} ]]; then
     cargo build -q -p cni-install --example stub-apiserver
 fi
 stub=$repo/target/debug/examples/stub-apiserver
+for bin in bridge host-local loopback cnitool cni-install; do
+    [[ -x $static/$bin ]] || die "$static/$bin missing: run scripts/build-static.sh"
+done
 
 step "podman build (FROM scratch)"
 podman build -q -f Containerfile -t "$image" "$static" >/dev/null
@@ -80,6 +83,15 @@ files=$(podman export "$container" | tar -t | grep -v '/$' | sort | tr '\n' ' ')
 podman rm "$container" >/dev/null
 [[ $files == "opt/cni-rs/bin/bridge opt/cni-rs/bin/host-local opt/cni-rs/bin/loopback usr/local/bin/cni-install usr/local/bin/cnitool " ]] ||
     die "image content: $files"
+
+# They run without any libc: the image has none.
+for plugin in bridge host-local loopback; do
+    out=$(podman run --rm "${limits[@]}" --network none -e CNI_COMMAND=VERSION \
+        --entrypoint "/opt/cni-rs/bin/$plugin" "$image" </dev/null)
+    jq -e '.supportedVersions | index("1.0.0")' <<<"$out" >/dev/null || die "$plugin VERSION: $out"
+done
+out=$(podman run --rm "${limits[@]}" --network none --entrypoint /usr/local/bin/cnitool "$image" --help)
+[[ $out == *Usage:* ]] || die "cnitool --help in the image: $out"
 
 step "node namespace, default route with MTU 1400, stub API server"
 ip netns add "$node_ns" && made_ns+=("$node_ns")
