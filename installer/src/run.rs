@@ -96,16 +96,21 @@ impl<'a> Installer<'a> {
         )
         .map_err(|e| e.to_string())?
         {
-            let cidrs: Vec<String> = cidrs.iter().map(|c| c.to_string()).collect();
             let mtu = mtu.map_or("the bridge plugin's default".to_string(), |m| m.to_string());
             log(&format!(
                 "wrote {} for podCIDRs {} (mtu {mtu})",
                 self.conf_path().display(),
-                cidrs.join(",")
+                show(cidrs)
             ));
         }
         Ok(())
     }
+}
+
+/// `10.244.1.0/24,fd00:1::/64`
+fn show(cidrs: &[IpNetwork]) -> String {
+    let cidrs: Vec<String> = cidrs.iter().map(|c| c.to_string()).collect();
+    cidrs.join(",")
 }
 
 struct Backoff {
@@ -197,7 +202,11 @@ fn pass(installer: &Installer, known: &mut Vec<IpNetwork>) -> bool {
     match installer.pod_cidrs() {
         Ok(cidrs) if !cidrs.is_empty() => {
             if !known.is_empty() && *known != cidrs {
-                log(&format!("podCIDRs changed: {known:?} -> {cidrs:?}"));
+                log(&format!(
+                    "podCIDRs changed: {} -> {}",
+                    show(known),
+                    show(&cidrs)
+                ));
             }
             *known = cidrs;
         }

@@ -89,6 +89,25 @@ fn node_with_only_the_legacy_pod_cidr_field() {
 }
 
 #[test]
+fn in_cluster_address_with_an_ipv6_service_host() {
+    let node = Node::listening_on("[::1]:0", &["10.244.3.0/24"]);
+    let out = node
+        .cmd()
+        .env_remove("CNI_RS_API_SERVER")
+        .env("KUBERNETES_SERVICE_HOST", "::1")
+        .env("KUBERNETES_SERVICE_PORT", node.api.addr.port().to_string())
+        .args(["--once", "--wait", "5"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(node.api.requests(), 1);
+    assert_eq!(
+        ranges_and_routes(&node).0,
+        json!([[{"subnet": "10.244.3.0/24"}]])
+    );
+}
+
+#[test]
 fn settings_flags_and_env_reach_the_conflist() {
     let node = Node::new(&["10.244.3.0/24"]);
     let out = node

@@ -24,11 +24,16 @@ pub struct Node {
 
 impl Node {
     pub fn new(pod_cidrs: &[&str]) -> Node {
+        Node::listening_on("127.0.0.1:0", pod_cidrs)
+    }
+
+    /// With the stub API server on `listen` (e.g. "[::1]:0").
+    pub fn listening_on(listen: &str, pod_cidrs: &[&str]) -> Node {
         let dir = TempDir::new("cni-install-test");
         for sub in ["src", "bin", "net.d", "sa"] {
             std::fs::create_dir(dir.join(sub)).unwrap();
         }
-        let api = ApiServer::start("127.0.0.1:0", NODE, pod_cidrs);
+        let api = ApiServer::start(listen, NODE, pod_cidrs);
         std::fs::write(dir.join("sa/token"), format!("{}\n", api.token)).unwrap();
         std::fs::write(dir.join("sa/ca.crt"), &api.ca_pem).unwrap();
         for name in ["bridge", "host-local", "loopback"] {
