@@ -39,7 +39,7 @@ pub struct Args {
     pub conf_dir: PathBuf,
 
     /// File name of our conflist in --conf-dir.
-    #[arg(long, env = "CNI_RS_CONF_NAME", default_value = "10-cni-rs.conflist")]
+    #[arg(long, env = "CNI_RS_CONF_NAME", default_value = "10-cni-rs.conflist", value_parser = parse_conf_name)]
     pub conf_name: String,
 
     /// This node's name (the downward API's spec.nodeName).
@@ -140,6 +140,18 @@ impl Args {
     }
 }
 
+/// A file name ending in `.conflist` (libcni reads other extensions as a single config).
+fn parse_conf_name(name: &str) -> Result<String, String> {
+    if name.contains('/')
+        || name.starts_with('.')
+        || !name.ends_with(".conflist")
+        || name == ".conflist"
+    {
+        return Err("a file name ending in .conflist, without '/' or a leading '.'".into());
+    }
+    Ok(name.to_string())
+}
+
 /// A Linux interface name: 1 to 15 bytes, no '/', ':' or whitespace.
 fn parse_ifname(name: &str) -> Result<String, String> {
     let bad = |c: char| c == '/' || c == ':' || c.is_whitespace();
@@ -190,6 +202,8 @@ mod tests {
             &["--bridge", "br/0"],
             &["--bridge", ""],
             &["--cni-version", "2.0.0"],
+            &["--conf-name", "10-x.conf"],
+            &["--conf-name", "../10-x.conflist"],
             &["--mtu", "0"],
             &["--interval", "0"],
         ] {

@@ -78,6 +78,24 @@ impl<'a> Installer<'a> {
         )
     }
 
+    /// Network configs in the conf dir that a runtime picks before ours (lexical order).
+    fn configs_before_ours(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.args.conf_dir) else {
+            return vec![];
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| {
+                [".conf", ".conflist", ".json"]
+                    .iter()
+                    .any(|ext| n.ends_with(ext))
+                    && *n < self.args.conf_name
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
     fn put_conflist(&self, cidrs: &[IpNetwork]) -> Result<(), String> {
         let mtu = self.args.mtu.or_else(|| {
             host_mtu::default_route_mtu("/proc/net".as_ref(), "/sys/class/net".as_ref())
@@ -102,6 +120,12 @@ impl<'a> Installer<'a> {
                 self.conf_path().display(),
                 show(cidrs)
             ));
+            for first in self.configs_before_ours() {
+                log(&format!(
+                    "warning: {} sorts before {}: runtimes use the first config, not ours",
+                    first, self.args.conf_name
+                ));
+            }
         }
         Ok(())
     }

@@ -169,7 +169,14 @@ fn a_changed_binary_is_replaced_other_files_are_left_alone() {
     let node = Node::new(&["10.244.3.0/24"]);
     std::fs::write(node.dir.join("bin/macvlan"), "other vendor").unwrap();
     std::fs::write(node.dir.join("net.d/99-other.conflist"), "{}").unwrap();
-    node.once_ok();
+    std::fs::write(node.dir.join("net.d/05-first.conf"), "{}").unwrap();
+    let out = node.once_ok();
+    assert!(
+        stderr(&out).contains("warning: 05-first.conf sorts before 10-cni-rs.conflist"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("99-other"), "{}", stderr(&out));
     std::fs::write(node.dir.join("src/bridge"), fake_binary("bridge", 2)).unwrap();
     let out = node.once_ok();
     assert!(stderr(&out).contains("installed"), "{}", stderr(&out));
