@@ -71,6 +71,24 @@ elif [[ -n ${CI:-} ]]; then
     status=1
 fi
 
+# The deploy/ manifests against the Kubernetes schema (python3-kubernetes).
+scripts/check-manifests.sh || status=1
+
+# The cluster install end to end (root): static build, podman image, the installer
+# container against a stub API server, cnitool on the conflist it wrote.
+if [[ $EUID -eq 0 ]]; then
+    if scripts/e2e-install.sh >/tmp/cni-rs-e2e-install.log 2>&1; then
+        echo "e2e-install: passed"
+    else
+        status=1
+        echo "e2e-install FAILED:" >&2
+        tail -40 /tmp/cni-rs-e2e-install.log >&2
+    fi
+elif [[ -n ${CI:-} ]]; then
+    echo "e2e-install needs root" >&2
+    status=1
+fi
+
 if leak_check; then
     echo "leak check: nothing left behind"
 else

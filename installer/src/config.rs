@@ -1,0 +1,225 @@
+//! Command line: every setting is a flag and an environment variable.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "cni-install",
+    version,
+    about = "Installs the cni-rs plugins on a Kubernetes node and keeps them in place.",
+    long_about = "Installs the cni-rs plugins on a Kubernetes node and keeps them in place.\n\n\
+        Copies every binary of --source-dir into --bin-dir (atomically, unchanged files \
+        skipped), reads this node's spec.podCIDRs from the API server and writes a bridge + \
+        host-local conflist for them into --conf-dir. Never invents a subnet: a node without \
+        a podCIDR is waited for. Without --once or --uninstall it stays running and re-checks \
+        every --interval seconds; SIGTERM exits cleanly. Logs one line per action on stderr."
+)]
+pub struct Args {
+    /// One pass, then exit: 0 when the node's files are in place, non-zero with the reason.
+    #[arg(long, env = "CNI_RS_ONCE", conflicts_with = "uninstall")]
+    pub once: bool,
+
+    /// Remove our conflist and our binaries (those still identical to --source-dir's), then exit.
+    #[arg(long, env = "CNI_RS_UNINSTALL")]
+    pub uninstall: bool,
+
+    /// Binaries to install (every regular file in it).
+    #[arg(long, env = "CNI_RS_SOURCE_DIR", default_value = "/opt/cni-rs/bin")]
+    pub source_dir: PathBuf,
+
+    /// The host's CNI bin dir, as mounted in this container.
+    #[arg(long, env = "CNI_RS_BIN_DIR", default_value = "/host/opt/cni/bin")]
+    pub bin_dir: PathBuf,
+
+    /// The host's CNI conf dir, as mounted in this container.
+    #[arg(long, env = "CNI_RS_CONF_DIR", default_value = "/host/etc/cni/net.d")]
+    pub conf_dir: PathBuf,
+
+    /// File name of our conflist in --conf-dir.
+    #[arg(long, env = "CNI_RS_CONF_NAME", default_value = "10-cni-rs.conflist", value_parser = parse_conf_name)]
+    pub conf_name: String,
+
+    /// This node's name (the downward API's spec.nodeName).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+
+    /// API server URL [default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT].
+    #[arg(long, env = "CNI_RS_API_SERVER")]
+    pub api_server: Option<String>,
+
+    /// Bearer token file (re-read for every request: kubelet rotates it).
+    #[arg(
+        long,
+        env = "CNI_RS_TOKEN_FILE",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    )]
+    pub token_file: PathBuf,
+
+    /// CA bundle the API server's certificate must chain to.
+    #[arg(
+        long,
+        env = "CNI_RS_CA_FILE",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+    )]
+    pub ca_file: PathBuf,
+
+    /// cniVersion of the conflist (containerd 1.6's libcni speaks up to 1.0.0).
+    #[arg(long, env = "CNI_RS_CNI_VERSION", default_value = "1.0.0",
+          value_parser = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"])]
+    pub cni_version: String,
+
+    /// Name of the bridge the pods attach to.
+    #[arg(long, env = "CNI_RS_BRIDGE", default_value = "cni0", value_parser = parse_ifname)]
+    pub bridge: String,
+
+    /// MTU of the bridge and pod interfaces [default: the MTU of the host's default-route interface].
+    #[arg(long, env = "CNI_RS_MTU", value_parser = clap::value_parser!(u32).range(68..=65535))]
+    pub mtu: Option<u32>,
+
+    /// Seconds between two checks when staying running.
+    #[arg(long, env = "CNI_RS_INTERVAL", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval: u64,
+
+    /// Seconds --once waits for the node to get a podCIDR (and for the API server to answer).
+    #[arg(long, env = "CNI_RS_WAIT", default_value_t = 300)]
+    pub wait: u64,
+}
+
+impl Args {
+    pub fn interval(&self) -> Duration {
+        Duration::from_secs(self.interval)
+    }
+
+    pub fn wait(&self) -> Duration {
+        Duration::from_secs(self.wait)
+    }
+
+    /// --api-server, or the in-cluster service address (an IPv6 host in brackets).
+    pub fn api_server(&self) -> Result<String, String> {
+        if let Some(url) = &self.api_server {
+            return Ok(url.trim_end_matches('/').to_string());
+        }
+        let var = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    format!("--api-server not given and {name} is not set (not running in a pod?)")
+                })
+        };
+        Ok(in_cluster_url(
+            &var("KUBERNETES_SERVICE_HOST")?,
+            &var("KUBERNETES_SERVICE_PORT")?,
+        ))
+    }
+
+    pub fn node_name(&self) -> Result<&str, String> {
+        let name = self
+            .node_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                "--node-name / NODE_NAME is not set: give the pod NODE_NAME from the \
+             downward API (fieldRef spec.nodeName)"
+                    .to_string()
+            })?;
+        // A DNS subdomain, as Kubernetes requires; it goes into the request path.
+        let valid = name.len() <= 253
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if !valid {
+            return Err(format!(
+                "--node-name {name:?} is not a Kubernetes node name"
+            ));
+        }
+        Ok(name)
+    }
+}
+
+/// A file name ending in `.conflist` (libcni reads other extensions as a single config).
+fn parse_conf_name(name: &str) -> Result<String, String> {
+    if name.contains('/')
+        || name.starts_with('.')
+        || !name.ends_with(".conflist")
+        || name == ".conflist"
+    {
+        return Err("a file name ending in .conflist, without '/' or a leading '.'".into());
+    }
+    Ok(name.to_string())
+}
+
+/// A Linux interface name: 1 to 15 bytes, no '/', ':' or whitespace.
+fn parse_ifname(name: &str) -> Result<String, String> {
+    let bad = |c: char| c == '/' || c == ':' || c.is_whitespace();
+    if name.is_empty() || name.len() > 15 || name.contains(bad) || name == "." || name == ".." {
+        return Err("not a Linux interface name (1-15 bytes, no '/', ':' or spaces)".into());
+    }
+    Ok(name.to_string())
+}
+
+fn in_cluster_url(host: &str, port: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("https://[{host}]:{port}")
+    } else {
+        format!("https://{host}:{port}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_cluster_url_brackets_ipv6_hosts() {
+        assert_eq!(in_cluster_url("10.96.0.1", "443"), "https://10.96.0.1:443");
+        assert_eq!(in_cluster_url("fd00::1", "6443"), "https://[fd00::1]:6443");
+        assert_eq!(in_cluster_url("[fd00::1]", "443"), "https://[fd00::1]:443");
+    }
+
+    #[test]
+    fn defaults_are_the_service_account_files() {
+        let args = Args::try_parse_from(["cni-install"]).unwrap();
+        assert_eq!(
+            args.token_file,
+            PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount/token")
+        );
+        assert_eq!(
+            args.ca_file,
+            PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+        );
+        assert_eq!(args.conf_name, "10-cni-rs.conflist");
+        assert_eq!(args.cni_version, "1.0.0");
+    }
+
+    #[test]
+    fn bad_bridge_name_or_cni_version_is_refused() {
+        for args in [
+            &["--bridge", "a-bridge-name-too-long"][..],
+            &["--bridge", "br/0"],
+            &["--bridge", ""],
+            &["--cni-version", "2.0.0"],
+            &["--conf-name", "10-x.conf"],
+            &["--conf-name", "../10-x.conflist"],
+            &["--mtu", "0"],
+            &["--interval", "0"],
+        ] {
+            let err = Args::try_parse_from(["cni-install"].iter().chain(args)).unwrap_err();
+            assert!(err.to_string().contains(args[0]), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn once_and_uninstall_exclude_each_other() {
+        assert!(Args::try_parse_from(["cni-install", "--once", "--uninstall"]).is_err());
+    }
+
+    #[test]
+    fn command_is_well_formed() {
+        use clap::CommandFactory;
+        Args::command().debug_assert();
+    }
+}

@@ -1,0 +1,127 @@
+//! A Node object's pod ranges: `spec.podCIDRs`, or `spec.podCIDR` when only that is set.
+
+use ipnetwork::IpNetwork;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Node {
+    #[serde(default)]
+    spec: NodeSpec,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeSpec {
+    #[serde(rename = "podCIDR", default)]
+    pod_cidr: Option<String>,
+    #[serde(rename = "podCIDRs", default)]
+    pod_cidrs: Option<Vec<String>>,
+}
+
+/// The node's pod ranges in API order: empty while the node has none yet, else one or
+/// (dual-stack) two networks of different families.
+pub fn from_node_json(body: &[u8]) -> Result<Vec<IpNetwork>, String> {
+    let node: Node = serde_json::from_slice(body)
+        .map_err(|e| format!("the API server's Node object does not parse: {e}"))?;
+    let (field, cidrs) = match node.spec.pod_cidrs.filter(|c| !c.is_empty()) {
+        Some(cidrs) => ("spec.podCIDRs", cidrs),
+        None => ("spec.podCIDR", node.spec.pod_cidr.into_iter().collect()),
+    };
+    let nets = cidrs
+        .iter()
+        .filter(|c| !c.is_empty())
+        .map(|c| parse_one(field, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    match nets.as_slice() {
+        [] | [_] => Ok(nets),
+        [a, b] if a.is_ipv4() != b.is_ipv4() => Ok(nets),
+        [_, _] => Err(format!(
+            "{field} {cidrs:?}: two ranges of the same family (at most one IPv4 and one IPv6)"
+        )),
+        _ => Err(format!("{field} {cidrs:?}: more than two ranges")),
+    }
+}
+
+fn parse_one(field: &str, cidr: &str) -> Result<IpNetwork, String> {
+    // ipnetwork reads a bare address as a /32 or /128: a range needs its prefix length.
+    if !cidr.contains('/') {
+        return Err(format!("{field} {cidr:?} is not a CIDR: no prefix length"));
+    }
+    let net: IpNetwork = cidr
+        .parse()
+        .map_err(|e| format!("{field} {cidr:?} is not a CIDR: {e}"))?;
+    if net.ip() != net.network() {
+        return Err(format!(
+            "{field} {cidr:?} is not a network address (host bits set)"
+        ));
+    }
+    // host-local needs a gateway and at least one address beside network/broadcast.
+    let max = if net.is_ipv4() { 30 } else { 126 };
+    if net.prefix() > max {
+        return Err(format!(
+            "{field} {cidr:?} is too small for pods (prefix longer than /{max})"
+        ));
+    }
+    Ok(net)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(spec: &str) -> Result<Vec<String>, String> {
+        let body = format!(r#"{{"kind":"Node","apiVersion":"v1","spec":{spec}}}"#);
+        from_node_json(body.as_bytes()).map(|n| n.iter().map(|n| n.to_string()).collect())
+    }
+
+    #[test]
+    fn pod_cidrs_win_over_pod_cidr() {
+        assert_eq!(
+            parse(r#"{"podCIDR":"10.244.1.0/24","podCIDRs":["10.244.1.0/24","fd00:1::/64"]}"#),
+            Ok(vec!["10.244.1.0/24".into(), "fd00:1::/64".into()])
+        );
+        assert_eq!(
+            parse(r#"{"podCIDR":"10.244.2.0/24"}"#),
+            Ok(vec!["10.244.2.0/24".into()])
+        );
+        assert_eq!(
+            parse(r#"{"podCIDRs":["fd00:2::/64"]}"#),
+            Ok(vec!["fd00:2::/64".into()])
+        );
+    }
+
+    #[test]
+    fn no_range_yet_is_empty_not_an_error() {
+        assert_eq!(parse("{}"), Ok(vec![]));
+        assert_eq!(parse(r#"{"podCIDR":"","podCIDRs":[]}"#), Ok(vec![]));
+        assert_eq!(from_node_json(br#"{"kind":"Node"}"#), Ok(vec![]));
+    }
+
+    #[test]
+    fn malformed_ranges_name_the_field() {
+        for (spec, want) in [
+            (
+                r#"{"podCIDR":"10.244.1.0"}"#,
+                "spec.podCIDR \"10.244.1.0\" is not a CIDR",
+            ),
+            (
+                r#"{"podCIDRs":["10.244.1.0/33"]}"#,
+                "spec.podCIDRs \"10.244.1.0/33\" is not a CIDR",
+            ),
+            (r#"{"podCIDRs":["10.244.1.5/24"]}"#, "host bits set"),
+            (r#"{"podCIDRs":["10.244.1.0/31"]}"#, "too small"),
+            (
+                r#"{"podCIDRs":["10.1.0.0/24","10.2.0.0/24"]}"#,
+                "same family",
+            ),
+            (
+                r#"{"podCIDRs":["10.1.0.0/24","fd00::/64","10.2.0.0/24"]}"#,
+                "more than two",
+            ),
+            (r#"{"podCIDRs":"10.1.0.0/24"}"#, "does not parse"),
+        ] {
+            let err = parse(spec).unwrap_err();
+            assert!(err.contains(want), "{spec}: {err}");
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! cni-install staying running (the DaemonSet), replacing files under a concurrent reader,
+//! and read-only host mounts.
+
+mod support;
+
+use std::os::unix::fs::MetadataExt;
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use support::{Node, eventually, fake_binary, stderr};
+
+/// The running installer; SIGKILLed on drop if a test failed before stopping it.
+struct Daemon(Option<Child>);
+
+impl Daemon {
+    fn start(node: &Node) -> Daemon {
+        let child = node
+            .cmd()
+            .args(["--interval", "1"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Daemon(Some(child))
+    }
+
+    /// SIGTERM, then its exit status and log.
+    fn terminate(mut self) -> std::process::Output {
+        let child = self.0.take().unwrap();
+        // SAFETY: plain kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn subnet(node: &Node) -> Option<String> {
+    let text = std::fs::read(node.conflist_path()).ok()?;
+    let conf: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    Some(
+        conf["plugins"][0]["ipam"]["ranges"][0][0]["subnet"]
+            .as_str()?
+            .to_string(),
+    )
+}
+
+#[test]
+fn puts_back_removed_or_changed_files_follows_the_pod_cidr_and_stops_on_sigterm() {
+    let node = Node::new(&["10.244.3.0/24"]);
+    let daemon = Daemon::start(&node);
+    eventually("the conflist", || {
+        subnet(&node).as_deref() == Some("10.244.3.0/24")
+    });
+    assert_eq!(node.names("bin"), ["bridge", "host-local", "loopback"]);
+
+    // Nothing changes: passes go by (API requests) and no file is rewritten.
+    let stamp = |p: &str| {
+        let m = std::fs::metadata(node.dir.join(p)).unwrap();
+        (m.ino(), m.mtime_nsec())
+    };
+    let before = (stamp("bin/bridge"), stamp("net.d/10-cni-rs.conflist"));
+    let seen = node.api.requests();
+    eventually("three more passes", || node.api.requests() >= seen + 3);
+    assert_eq!(
+        (stamp("bin/bridge"), stamp("net.d/10-cni-rs.conflist")),
+        before
+    );
+
+    std::fs::remove_file(node.dir.join("bin/bridge")).unwrap();
+    std::fs::write(node.dir.join("bin/host-local"), "truncated").unwrap();
+    std::fs::write(node.conflist_path(), "{").unwrap();
+    eventually("the files put back", || {
+        std::fs::read(node.dir.join("bin/bridge")).ok() == Some(fake_binary("bridge", 1))
+            && std::fs::read(node.dir.join("bin/host-local")).ok()
+                == Some(fake_binary("host-local", 1))
+            && subnet(&node).is_some()
+    });
+
+    node.api
+        .set(|b| b.pod_cidrs = vec!["10.244.4.0/24".into(), "fd00:4::/64".into()]);
+    eventually("the new podCIDRs", || {
+        subnet(&node).as_deref() == Some("10.244.4.0/24")
+    });
+
+    // The API server gone: the conflist is still put back from the last known podCIDRs.
+    node.api.set(|b| b.forbidden = true);
+    std::fs::remove_file(node.conflist_path()).unwrap();
+    eventually("the conflist put back", || {
+        subnet(&node).as_deref() == Some("10.244.4.0/24")
+    });
+
+    let out = daemon.terminate();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{}: {log}", out.status);
+    for want in [
+        "installed",
+        "wrote",
+        "podCIDRs changed",
+        "403 Forbidden",
+        "signal 15: exiting",
+    ] {
+        assert!(log.contains(want), "missing {want:?} in:\n{log}");
+    }
+    // Files stay in place after a stop.
+    assert_eq!(node.names("net.d"), ["10-cni-rs.conflist"]);
+}
+
+#[test]
+fn sigterm_ends_the_wait_for_a_pod_cidr() {
+    let node = Node::new(&[]);
+    let daemon = Daemon::start(&node);
+    eventually("an API request", || node.api.requests() >= 1);
+    let out = daemon.terminate();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(node.names("net.d").is_empty() && node.names("bin").is_empty());
+}
+
+/// Large files make a partial state likely to be caught if there were one.
+fn big_binary(fill: u8) -> Vec<u8> {
+    vec![fill; 4 << 20]
+}
+
+#[test]
+fn a_concurrent_reader_never_sees_a_partial_binary_or_conflist() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    std::fs::write(node.dir.join("src/bridge"), big_binary(b'a')).unwrap();
+    node.once_ok();
+
+    let done = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU32::new(0));
+    let reader = {
+        let (done, reads) = (done.clone(), reads.clone());
+        let (bin, conf) = (node.dir.join("bin/bridge"), node.conflist_path());
+        std::thread::spawn(move || -> Result<(), String> {
+            while !done.load(Ordering::SeqCst) {
+                let b = std::fs::read(&bin).map_err(|e| format!("bridge: {e}"))?;
+                let whole = b.len() == 4 << 20
+                    && (b.iter().all(|&c| c == b'a') || b.iter().all(|&c| c == b'b'));
+                if !whole {
+                    return Err(format!("partial bridge: {} bytes", b.len()));
+                }
+                let c = std::fs::read(&conf).map_err(|e| format!("conflist: {e}"))?;
+                serde_json::from_slice::<serde_json::Value>(&c).map_err(|e| {
+                    format!("partial conflist ({e}): {}", String::from_utf8_lossy(&c))
+                })?;
+                reads.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        })
+    };
+    for round in 0..16u8 {
+        let fill = if round % 2 == 0 { b'b' } else { b'a' };
+        std::fs::write(node.dir.join("src/bridge"), big_binary(fill)).unwrap();
+        node.api
+            .set(|b| b.pod_cidrs = vec![format!("10.244.{}.0/24", round + 2)]);
+        let out = node.once_ok();
+        assert!(stderr(&out).contains("installed") && stderr(&out).contains("wrote"));
+    }
+    done.store(true, Ordering::SeqCst);
+    reader.join().unwrap().unwrap();
+    assert!(reads.load(Ordering::SeqCst) > 0);
+    assert_eq!(subnet(&node).as_deref(), Some("10.244.17.0/24"));
+    // No temporary file left behind.
+    assert_eq!(node.names("bin"), ["bridge", "host-local", "loopback"]);
+    assert_eq!(node.names("net.d"), ["10-cni-rs.conflist"]);
+}
+
+/// `cni-install --once` in a private mount namespace where `ro_dir` is a read-only mount.
+fn once_with_read_only(node: &Node, ro_dir: &str) -> std::process::Output {
+    let ro = node.dir.join(ro_dir);
+    let cmd = node.cmd();
+    let mut shell = std::process::Command::new("unshare");
+    shell
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\" && exec \"$@\"")
+        .arg(&ro)
+        .arg(cmd.get_program())
+        .args(["--once", "--wait", "5"])
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    let out = shell.output().unwrap();
+    eprintln!("{}", stderr(&out));
+    out
+}
+
+#[test]
+fn read_only_bin_dir_is_a_clear_error_and_no_conflist() {
+    if !libcni::testutil::privileged("read_only_bin_dir_is_a_clear_error_and_no_conflist") {
+        return;
+    }
+    let node = Node::new(&["10.244.3.0/24"]);
+    let out = once_with_read_only(&node, "bin");
+    assert!(!out.status.success());
+    let log = stderr(&out);
+    assert!(
+        log.contains("Read-only file system") && log.contains("must be mounted read-write"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&node.dir.join("bin").display().to_string()),
+        "{log}"
+    );
+    assert!(node.names("net.d").is_empty() && node.names("bin").is_empty());
+}
+
+#[test]
+fn read_only_conf_dir_is_a_clear_error() {
+    if !libcni::testutil::privileged("read_only_conf_dir_is_a_clear_error") {
+        return;
+    }
+    let node = Node::new(&["10.244.3.0/24"]);
+    let out = once_with_read_only(&node, "net.d");
+    assert!(!out.status.success());
+    let log = stderr(&out);
+    assert!(
+        log.contains("Read-only file system") && log.contains("net.d"),
+        "{log}"
+    );
+    assert!(node.names("net.d").is_empty());
+}
