@@ -4,6 +4,7 @@
 pub mod args;
 pub mod error;
 pub mod goquote;
+pub mod gojson;
 pub mod invoke;
 pub mod netns;
 pub mod runtime;
