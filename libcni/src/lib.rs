@@ -3,8 +3,8 @@
 
 pub mod args;
 pub mod error;
-pub mod goquote;
 pub mod gojson;
+pub mod goquote;
 pub mod invoke;
 pub mod netns;
 pub mod runtime;

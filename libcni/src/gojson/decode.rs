@@ -196,9 +196,9 @@ impl<'de> Visitor<'de> for DocVisitor {
     }
 }
 
-/// Go's `bytes.EqualFold` against an ASCII field name (the Kelvin sign and the long s
-/// are the only non-ASCII letters that fold to ASCII ones).
-fn eq_fold(key: &str, name: &str) -> bool {
+/// Whether Go would put `key` into a field named `name` (ASCII): `bytes.EqualFold`, where
+/// the Kelvin sign and the long s are the only non-ASCII letters that fold to ASCII ones.
+pub fn eq_fold(key: &str, name: &str) -> bool {
     let mut name = name.bytes();
     key.chars().all(|c| {
         let c = match c {
@@ -408,7 +408,10 @@ struct Obj {
 impl<'de> MapAccess<'de> for Obj {
     type Error = Error;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
         let Some((k, v)) = self.entries.next() else {
             return Ok(None);
         };

@@ -20,7 +20,7 @@ use std::os::fd::AsFd;
 const VETH_NAME_ATTEMPTS: usize = 10;
 
 pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
-    let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
+    let conf = BridgeConf::load_for_setup(&args.stdin_data, &args.args)?;
     if !conf.is_layer3() && !version::at_least(&args.config_version, "0.3.0")? {
         // The reference finds this out only after creating the veth.
         return Err(Error::internal("cannot convert: no valid IP addresses"));

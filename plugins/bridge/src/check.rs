@@ -14,7 +14,7 @@ use libcni::types::{CniResult, Interface};
 use std::os::fd::AsFd;
 
 pub fn check(args: &CmdArgs) -> Result<(), Error> {
-    let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
+    let conf = BridgeConf::load_for_setup(&args.stdin_data, &args.args)?;
     let netns = Netns::open(&args.netns)
         .map_err(|e| fail(format!("failed to open netns {:?}", args.netns), e))?;
     if conf.is_layer3() {

@@ -71,6 +71,23 @@ struct Raw {
     disable_container_interface: bool,
     #[serde(default)]
     port_isolation: bool,
+    #[serde(default)]
+    args: Option<RawArgs>,
+    #[serde(default)]
+    runtime_config: Option<RawMac>,
+}
+
+/// `args.cni` and `runtimeConfig` as the reference types them (a wrong type is refused).
+#[derive(Deserialize)]
+struct RawArgs {
+    #[serde(default)]
+    cni: Option<RawMac>,
+}
+
+#[derive(Deserialize)]
+struct RawMac {
+    #[serde(default)]
+    mac: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy)]
@@ -88,10 +105,21 @@ fn invalid(msg: impl Into<String>) -> Error {
 }
 
 impl BridgeConf {
-    /// Parses and validates stdin plus CNI_ARGS.
+    /// Parses and validates stdin plus CNI_ARGS for DEL, GC and STATUS: `"bridge": ""` reads
+    /// as the default (the reference's DEL succeeds there too, and DEL must never get stuck).
     pub fn load(stdin: &[u8], cni_args: &str) -> Result<BridgeConf, Error> {
+        BridgeConf::parse(stdin, cni_args, true)
+    }
+
+    /// [`BridgeConf::load`] for ADD and CHECK, which refuse `"bridge": ""` as the reference
+    /// does (it fails creating a link without a name).
+    pub fn load_for_setup(stdin: &[u8], cni_args: &str) -> Result<BridgeConf, Error> {
+        BridgeConf::parse(stdin, cni_args, false)
+    }
+
+    fn parse(stdin: &[u8], cni_args: &str, empty_bridge_ok: bool) -> Result<BridgeConf, Error> {
         let common = CommonConf::parse(stdin)?;
-        let raw: Raw = serde_json::from_slice(stdin)
+        let raw: Raw = libcni::gojson::from_slice(stdin)
             .map_err(|e| invalid(format!("failed to load netconf: {e}")))?;
         if !(0..=4094).contains(&raw.vlan) {
             return Err(invalid(format!(
@@ -115,10 +143,10 @@ impl BridgeConf {
             Some(other) => return Err(invalid(format!("unknown ipmasq backend {other:?}"))),
         };
         let conf = BridgeConf {
-            mac: container_mac(&common, cni_args)?,
+            mac: container_mac(&raw, cni_args)?,
             bridge: raw
                 .bridge
-                .filter(|b| !b.is_empty())
+                .filter(|b| !(b.is_empty() && empty_bridge_ok))
                 .unwrap_or_else(|| DEFAULT_BRIDGE.to_string()),
             is_gateway: raw.is_gateway || raw.is_default_gateway,
             is_default_gateway: raw.is_default_gateway,
@@ -189,14 +217,16 @@ impl BridgeConf {
     }
 }
 
-fn container_mac(common: &CommonConf, cni_args: &str) -> Result<Option<[u8; 6]>, Error> {
-    let from_runtime = common
-        .runtime_config_value("mac")
-        .and_then(|v| v.as_str())
+fn container_mac(raw: &Raw, cni_args: &str) -> Result<Option<[u8; 6]>, Error> {
+    let from_runtime = raw
+        .runtime_config
+        .as_ref()
+        .and_then(|r| r.mac.as_deref())
         .filter(|s| !s.is_empty());
-    let from_args = common
-        .args_cni_value("mac")
-        .and_then(|v| v.as_str())
+    let from_args = raw
+        .args
+        .as_ref()
+        .and_then(|a| a.cni.as_ref()?.mac.as_deref())
         .filter(|s| !s.is_empty());
     let env_args = args::load(cni_args, &["MAC"])?;
     let from_env = args::get(&env_args, "MAC").filter(|s| !s.is_empty());

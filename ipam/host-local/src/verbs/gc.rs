@@ -17,11 +17,12 @@ use std::net::IpAddr;
 
 pub fn run(args: &CmdArgs) -> Result<(), Error> {
     let conf = super::load(args)?;
-    let Some(valid) = NetConf::parse(&args.stdin_data)?.valid_attachments else {
+    let net = NetConf::parse(&args.stdin_data)?;
+    let Some(valid) = net.gc_attachments()? else {
         return Ok(());
     };
     if let Some(mut store) = super::open_store(&conf, false)? {
-        collect(&mut store, &valid)?;
+        collect(&mut store, valid)?;
     }
     Ok(())
 }

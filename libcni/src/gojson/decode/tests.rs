@@ -52,8 +52,10 @@ fn nested(levels: usize, inner: &str) -> String {
 
 #[test]
 fn struct_fields_match_case_insensitively_map_keys_do_not() {
-    let n = net(r#"{"TYPE":"bridge","Ranges":[[{"Subnet":"10.0.0.0/24","RangeStart":"10.0.0.5"}]],
-        "caps":{"A":1,"a":2}}"#)
+    let n = net(
+        r#"{"TYPE":"bridge","Ranges":[[{"Subnet":"10.0.0.0/24","RangeStart":"10.0.0.5"}]],
+        "caps":{"A":1,"a":2}}"#,
+    )
     .unwrap();
     assert_eq!(n.plugin_type, "bridge");
     assert_eq!(
@@ -85,13 +87,21 @@ fn the_last_of_repeated_or_case_variant_keys_wins() {
     assert_eq!(net(r#"{"mtu":1,"mtu":2}"#).unwrap().mtu, 2);
     // The repeat moves "Type" after "type": document order decides.
     assert_eq!(
-        net(r#"{"Type":"1","type":"2","Type":"3"}"#).unwrap().plugin_type,
+        net(r#"{"Type":"1","type":"2","Type":"3"}"#)
+            .unwrap()
+            .plugin_type,
         "3"
     );
     let v: Value = from_slice(br#"{"a":1,"b":2,"a":3}"#).unwrap();
     assert_eq!(v, json!({"b":2,"a":3}));
-    assert_eq!(field(&json!({"mac":"x","MAC":"y"}), "mac"), Some(&json!("y")));
-    assert_eq!(field(&json!({"MAC":"y","mac":null}), "mac"), Some(&json!("y")));
+    assert_eq!(
+        field(&json!({"mac":"x","MAC":"y"}), "mac"),
+        Some(&json!("y"))
+    );
+    assert_eq!(
+        field(&json!({"MAC":"y","mac":null}), "mac"),
+        Some(&json!("y"))
+    );
     assert_eq!(field(&json!({"MAC":"y"}), "ma"), None);
     assert_eq!(field(&json!(5), "mac"), None);
 }
@@ -106,7 +116,7 @@ fn null_leaves_struct_fields_at_their_default() {
             ..Default::default()
         }
     );
-    assert_eq!(net("null").unwrap().keep, true);
+    assert!(net("null").unwrap().keep);
     let v: Vec<String> = from_slice(br#"["a",null]"#).unwrap();
     assert_eq!(v, ["a", ""]);
 }
@@ -133,7 +143,11 @@ fn wrong_types_are_errors_naming_the_field() {
         net(r#"{"mtu":1.5}"#).unwrap_err(),
         "mtu: invalid type: floating point `1.5`, expected i64"
     );
-    assert!(net(r#"{"type":"a"} x"#).unwrap_err().contains("trailing characters"));
+    assert!(
+        net(r#"{"type":"a"} x"#)
+            .unwrap_err()
+            .contains("trailing characters")
+    );
     assert!(net(r#"{"type":"#).unwrap_err().contains("EOF"));
 }
 
