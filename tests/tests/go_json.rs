@@ -159,9 +159,16 @@ fn deeply_nested_unknown_keys_work_up_to_the_reference_limit() {
             .assert_success()
             .json();
         assert_eq!(w.state().2, ["10.1.7.2"], "{depth}");
-        let mut prev = conf.clone();
-        prev["prevResult"] = result;
-        let del = with_raw(&prev, "unknown", &deep);
+        // Deep at the top level and inside prevResult (an object in the object).
+        let prev = format!(
+            "{{\"unknown\":{},{}",
+            nested(depth - 2),
+            &result.to_string()[1..]
+        );
+        let del = format!(
+            "{{\"prevResult\":{prev},{}",
+            &with_raw(&conf, "unknown", &deep)[1..]
+        );
         // The reference accepts this DEL (nothing left to do for it here) ...
         let go = World::new(true);
         go.run("DEL", &del).assert_success();

@@ -13,7 +13,7 @@ pub const MAX_DEPTH: usize = 10_000;
 /// Documents up to this depth are decoded on the caller's stack (a 2 MiB thread has room).
 const INLINE_DEPTH: usize = 100;
 /// Stack per level for deeper ones: parsing, decoding and dropping recurse once per level
-/// (a debug build needs about 6 KiB; the pages are only touched as deep as the document).
+/// (a debug build needs under 4 KiB; the pages are only touched as deep as the document).
 const STACK_PER_LEVEL: usize = 16 << 10;
 
 /// A syntax, depth or type error; `Display` names the field (`ipam.ranges[0][1].subnet: ...`).

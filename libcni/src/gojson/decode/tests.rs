@@ -186,6 +186,13 @@ fn a_deep_value_can_be_kept_and_dropped_on_a_main_sized_stack() {
                 inner = &a[0];
             }
             assert_eq!(inner, &json!(7));
+            let objects = format!("{}7{}", r#"{"a":"#.repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
+            let v: Value = from_slice(objects.as_bytes()).unwrap();
+            let mut inner = &v;
+            while let Value::Object(m) = inner {
+                inner = &m["a"];
+            }
+            assert_eq!(inner, &json!(7));
         })
         .unwrap()
         .join()
