@@ -74,6 +74,12 @@ fn object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Er
     Ok(Option::<Map<String, Value>>::deserialize(d)?.map(Value::Object))
 }
 
+fn contains_ignore_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
 /// Whether each top-level key of a document holds `null` (struct decoding drops nulls).
 #[derive(Deserialize)]
 struct TopLevelNulls(BTreeMap<String, IsNull>);
@@ -94,7 +100,9 @@ impl NetConf {
         let decoding =
             |e: gojson::Error| crate::Error::decoding(format!("failed to load netconf: {e}"));
         let mut conf: NetConf = gojson::from_slice(bytes).map_err(decoding)?;
-        if conf.valid_attachments.is_none() {
+        // A second pass sees nulls; skipped when the key cannot be there (a key spelled
+        // with escapes is then read as absent: GC releases nothing, the safe side).
+        if conf.valid_attachments.is_none() && contains_ignore_ascii_case(bytes, b"attachments") {
             let TopLevelNulls(nulls) = gojson::from_slice(bytes).map_err(decoding)?;
             conf.valid_attachments_null = nulls
                 .iter()
