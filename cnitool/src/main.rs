@@ -109,9 +109,22 @@ enum Command {
     },
 }
 
+/// Configs may nest as deep as Go accepts (10,000 levels), and loading, copying and writing
+/// one recurses once per level (up to ~7 KiB in a debug build): more than a main thread has.
+const STACK_SIZE: usize = 256 << 20;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let outcome = std::thread::Builder::new()
+        .name("cnitool".into())
+        .stack_size(STACK_SIZE)
+        .spawn(move || run(cli).map_err(|e| e.to_string()))
+        .map_err(|e| format!("cannot start the cnitool thread: {e}"))
+        .and_then(|t| {
+            t.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Not eprintln!: it panics when stderr is a closed pipe.

@@ -59,7 +59,7 @@ pub fn parse_args(args: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 fn parse_cap_args(s: &str) -> Result<Map<String, Value>, String> {
-    match serde_json::from_str::<Value>(s) {
+    match libcni::gojson::from_slice::<Value>(s.as_bytes()) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(Value::Null) => Ok(Map::new()),
         Ok(_) => Err("invalid CAP_ARGS: not a JSON object".into()),

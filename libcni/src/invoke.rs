@@ -118,7 +118,7 @@ fn plugin_error(exit: &str, stdout: &[u8], stderr: &[u8]) -> Error {
             )
         };
     }
-    serde_json::from_slice::<Error>(stdout).unwrap_or_else(|e| {
+    crate::gojson::from_slice::<Error>(stdout).unwrap_or_else(|e| {
         Error::new(
             0,
             format!(
@@ -152,9 +152,14 @@ pub fn exec_plugin_with_result(
 }
 
 fn config_version_of(netconf: &[u8]) -> String {
-    serde_json::from_slice::<serde_json::Value>(netconf)
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(rename = "cniVersion", default)]
+        cni_version: Option<serde_json::Value>,
+    }
+    crate::gojson::from_slice::<Head>(netconf)
         .ok()
-        .and_then(|v| v.get("cniVersion")?.as_str().map(String::from))
+        .and_then(|h| h.cni_version?.as_str().map(String::from))
         .unwrap_or_default()
 }
 

@@ -273,7 +273,7 @@ struct ConfigHead {
 
 impl ConfigHead {
     fn parse(stdin: &[u8]) -> Result<ConfigHead, Error> {
-        serde_json::from_slice(stdin)
+        crate::gojson::from_slice(stdin)
             .map_err(|e| Error::decoding(format!("error unmarshall network config: {e}")))
     }
 

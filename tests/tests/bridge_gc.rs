@@ -104,6 +104,16 @@ fn gc_without_key_removes_nothing_and_empty_list_only_this_network() {
     }
     assert_eq!(env.ip_files().len(), ips_before, "no key: no IP released");
 
+    // null is not a list: refused, nothing removed
+    let mut null = gc_conf(&env, None);
+    null["cni.dev/valid-attachments"] = Value::Null;
+    let (code, msg) = error_of(&env.plugin("GC", "", "", &null).run_in(&env.host));
+    assert_eq!(code, 7, "{msg}");
+    assert!(msg.contains("cni.dev/valid-attachments"), "{msg}");
+    for (id, want) in [("c0", (true, false)), ("c1", (false, true))] {
+        assert_eq!(has_rules(&env, NETWORK, id), want, "null: {id} kept");
+    }
+
     gc(Some(vec![]));
     let after_empty_list = [
         (NETWORK, "c0", (false, false), "empty list: c0 gone"),

@@ -123,3 +123,30 @@ fn gc_removes_what_a_forgotten_attachment_holds() {
     assert!(stack.masquerade_sources().is_empty());
     assert_eq!(stack.cache_entries(), 0);
 }
+
+/// A conflist with a plugin key nested as deep as Go accepts (10,000 levels in all) goes
+/// through cnitool (load, copy, cache) and both plugins, ADD and DEL.
+#[test]
+fn a_config_nested_10000_levels_deep_is_added_and_deleted() {
+    if !privileged("a_config_nested_10000_levels_deep_is_added_and_deleted") {
+        return;
+    }
+    let stack = Stack::new();
+    let file = stack.cni.dir.join(format!("net.d/10-{NETWORK}.conflist"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    // list object, plugins array, plugin object: 3 levels before the key.
+    let deep = format!("{}1{}", "[".repeat(9_997), "]".repeat(9_997));
+    let plugin = r#""type":"bridge""#;
+    assert!(text.contains(plugin), "{text}");
+    std::fs::write(
+        &file,
+        text.replacen(plugin, &format!("{plugin},\"x\":{deep}"), 1),
+    )
+    .unwrap();
+    let ctr = NamedNetns::new("full-deep");
+    let ip = stack.add(&ctr);
+    assert_eq!(stack.leases(), [ip]);
+    stack.cnitool(&["del", NETWORK, &ctr.path().display().to_string()]);
+    assert_eq!(stack.leases(), Vec::<String>::new());
+    assert_eq!(stack.cache_entries(), 0);
+}

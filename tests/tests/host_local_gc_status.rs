@@ -59,11 +59,24 @@ fn gc_releases_what_is_not_valid() {
     call(&ours(), "CHECK", "a", "eth0", &conf).assert_success();
     call(&ours(), "CHECK", "b", "eth0", &conf).assert_failure();
 
-    // an empty list (or null) releases every readable lease
+    // null is not a list (reading it as empty would release everything): refused
+    let kept = net.names();
+    let e = plugin(&ours(), "GC", &gc_conf(&net, Some(json!(null))))
+        .run()
+        .assert_failure();
+    assert_eq!(e["code"], 7, "{e}");
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .contains("cni.dev/valid-attachments"),
+        "{e}"
+    );
+    assert_eq!(net.names(), kept);
+
+    // an empty list releases every readable lease
     gc(&net, Some(json!([])));
     assert_eq!(net.leases().into_keys().collect::<Vec<_>>(), ["10.1.2.102"]);
-    gc(&net, Some(json!(null)));
-    assert_eq!(net.leases().len(), 1);
 }
 
 /// A host-local (Go or ours) killed between creating a lease (O_EXCL) and writing it

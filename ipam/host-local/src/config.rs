@@ -78,10 +78,18 @@ struct RawNet {
     args: Option<RawArgs>,
 }
 
+/// Go embeds the legacy single range's fields in the `ipam` object; they are spelled out
+/// (not flattened) so that Go's key matching applies to them too.
 #[derive(Deserialize)]
 struct RawIpam {
-    #[serde(flatten)]
-    legacy: RawRange,
+    #[serde(default)]
+    subnet: Option<String>,
+    #[serde(rename = "rangeStart", default)]
+    range_start: Option<String>,
+    #[serde(rename = "rangeEnd", default)]
+    range_end: Option<String>,
+    #[serde(default)]
+    gateway: Option<String>,
     #[serde(default)]
     routes: Option<Vec<Value>>,
     #[serde(rename = "dataDir", default)]
@@ -145,7 +153,8 @@ pub fn load_store_location(stdin: &[u8]) -> Result<StoreLocation, ConfigError> {
         #[serde(rename = "dataDir", default)]
         data_dir: Option<String>,
     }
-    let net: Net = serde_json::from_slice(stdin).map_err(|e| ConfigError::Decode(e.to_string()))?;
+    let net: Net =
+        libcni::gojson::from_slice(stdin).map_err(|e| ConfigError::Decode(e.to_string()))?;
     let ipam = net.ipam.ok_or(ConfigError::MissingIpam)?;
     StoreLocation::new(net.name, ipam.data_dir.as_deref())
 }
@@ -153,7 +162,7 @@ pub fn load_store_location(stdin: &[u8]) -> Result<StoreLocation, ConfigError> {
 /// Parses and validates; `cni_args` is the raw CNI_ARGS string.
 pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, ConfigError> {
     let net: RawNet =
-        serde_json::from_slice(stdin).map_err(|e| ConfigError::Decode(e.to_string()))?;
+        libcni::gojson::from_slice(stdin).map_err(|e| ConfigError::Decode(e.to_string()))?;
     let ipam = net.ipam.ok_or(ConfigError::MissingIpam)?;
     let requested = requested_ips(cni_args, &net.args, &net.runtime_config)?;
 
@@ -164,8 +173,13 @@ pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, ConfigError> {
             .collect()
     };
     let mut raw_sets = sets_of(net.runtime_config.and_then(|r| r.ip_ranges));
-    if ipam.legacy.subnet.as_deref().is_some_and(|s| !s.is_empty()) {
-        raw_sets.push(vec![ipam.legacy.clone()]);
+    if ipam.subnet.as_deref().is_some_and(|s| !s.is_empty()) {
+        raw_sets.push(vec![RawRange {
+            subnet: ipam.subnet,
+            range_start: ipam.range_start,
+            range_end: ipam.range_end,
+            gateway: ipam.gateway,
+        }]);
     }
     raw_sets.extend(sets_of(ipam.ranges));
     if raw_sets.is_empty() {

@@ -223,12 +223,12 @@ impl Cache {
         let Some(bytes) = self.read(network, rt)? else {
             return Ok(None);
         };
-        let raw = match serde_json::from_slice::<CachedInfo>(&bytes) {
+        let raw = match crate::gojson::from_slice::<CachedInfo>(&bytes) {
             Ok(info) if info.kind == KIND_V1 => match info.result {
                 Some(r) => Value::Object(r),
                 None => return Ok(None),
             },
-            _ => serde_json::from_slice::<Value>(&bytes).map_err(|e| {
+            _ => crate::gojson::from_slice::<Value>(&bytes).map_err(|e| {
                 CacheError::Result(crate::Error::decoding(format!(
                     "failed to decode cached result: {e}"
                 )))
@@ -255,10 +255,11 @@ impl Cache {
         let Some(bytes) = self.read(network, rt)? else {
             return Ok(None);
         };
-        let info: CachedInfo = serde_json::from_slice(&bytes).map_err(|e| CacheError::Decode {
-            network: network.into(),
-            msg: e.to_string(),
-        })?;
+        let info: CachedInfo =
+            crate::gojson::from_slice(&bytes).map_err(|e| CacheError::Decode {
+                network: network.into(),
+                msg: e.to_string(),
+            })?;
         if info.kind != KIND_V1 {
             return Err(CacheError::WrongKind {
                 network: network.into(),
@@ -296,7 +297,7 @@ impl Cache {
             let Ok(bytes) = std::fs::read(dir.join(&name)) else {
                 continue;
             };
-            let Ok(info) = serde_json::from_slice::<CachedInfo>(&bytes) else {
+            let Ok(info) = crate::gojson::from_slice::<CachedInfo>(&bytes) else {
                 continue;
             };
             if info.kind != KIND_V1

@@ -35,13 +35,13 @@ pub struct PluginConfig {
 impl PluginConfig {
     /// Go `NetworkPluginConfFromBytes`: any JSON object with a non-empty `type`.
     pub fn from_bytes(bytes: &[u8]) -> Result<PluginConfig, ConfError> {
-        let raw: Map<String, Value> = serde_json::from_slice(bytes)
+        let raw: Map<String, Value> = crate::gojson::from_slice(bytes)
             .map_err(|e| ConfError::Invalid(format!("error parsing configuration: {e}")))?;
         PluginConfig::from_map(raw)
     }
 
     fn from_map(raw: Map<String, Value>) -> Result<PluginConfig, ConfError> {
-        let network: NetConf = serde_json::from_value(Value::Object(raw.clone()))
+        let network: NetConf = crate::gojson::from_value(Value::Object(raw.clone()))
             .map_err(|e| ConfError::Invalid(format!("error parsing configuration: {e}")))?;
         if network.plugin_type.is_empty() {
             return Err(ConfError::Invalid(
@@ -94,7 +94,7 @@ impl NetworkConfigList {
     /// Go `NetworkConfFromBytes`. A list without `plugins` is accepted here (plugins may come
     /// from `<dir>/<name>/*.conf`); [`NetworkConfigList::from_file`] requires at least one.
     pub fn from_bytes(bytes: &[u8]) -> Result<NetworkConfigList, ConfError> {
-        let raw: Map<String, Value> = serde_json::from_slice(bytes).map_err(list_err)?;
+        let raw: Map<String, Value> = crate::gojson::from_slice(bytes).map_err(list_err)?;
         let name = match raw.get("name") {
             None => return Err(list_err("no name")),
             Some(Value::String(s)) => s.clone(),

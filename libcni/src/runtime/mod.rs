@@ -21,8 +21,9 @@
 mod cache;
 mod conf;
 mod error;
-mod gojson;
 mod ops;
+
+use crate::gojson::encode as gojson;
 
 pub use cache::{Cache, CacheError, CachedInfo, DEFAULT_CACHE_DIR, KIND_V1, NetworkAttachment};
 pub use conf::{

@@ -411,7 +411,7 @@ fn decode_version_info(out: &[u8]) -> Result<Vec<String>, Error> {
         #[serde(rename = "supportedVersions", default)]
         supported: Vec<String>,
     }
-    let info: Info = serde_json::from_slice(out)
+    let info: Info = crate::gojson::from_slice(out)
         .map_err(|e| Error::decoding(format!("decoding version info: {e}")))?;
     if info.cni_version.is_empty() {
         return Err(Error::decoding(

@@ -1,7 +1,8 @@
 //! The fields every plugin config shares (Go `types.PluginConf`). Plugins parse their own
-//! fields from the same bytes; unknown keys are kept in `extra` so nothing is lost.
+//! fields from the same bytes (through [`crate::gojson`], like this).
 
 use super::result::Dns;
+use crate::gojson;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -32,31 +33,33 @@ pub struct NetConf {
     pub runtime_config: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
+    /// Always an object (Go: `map[string]interface{}`).
     #[serde(
         rename = "prevResult",
         default,
+        deserialize_with = "object",
         skip_serializing_if = "Option::is_none"
     )]
     pub prev_result: Option<Value>,
-    /// `None`: the key is absent (GC must release nothing); `Some(empty)`: also for JSON null.
+    /// `None`: the key is absent or null; see [`NetConf::gc_attachments`].
     #[serde(
         rename = "cni.dev/valid-attachments",
         default,
-        deserialize_with = "null_as_empty",
         skip_serializing_if = "Option::is_none"
     )]
     pub valid_attachments: Option<Vec<GcAttachment>>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    /// The key is there with the value `null`.
+    #[serde(skip)]
+    valid_attachments_null: bool,
 }
+
+const VALID_ATTACHMENTS: &str = "cni.dev/valid-attachments";
 
 /// The `ipam` object; only `type` is common, the rest belongs to the IPAM plugin.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IpamConf {
     #[serde(rename = "type", default)]
     pub plugin_type: String,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -67,18 +70,57 @@ pub struct GcAttachment {
     pub ifname: String,
 }
 
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Vec<GcAttachment>>, D::Error> {
-    let v: Option<Vec<GcAttachment>> = Option::deserialize(d)?;
-    Ok(Some(v.unwrap_or_default()))
+fn object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Ok(Option::<Map<String, Value>>::deserialize(d)?.map(Value::Object))
+}
+
+fn contains_ignore_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// Whether each top-level key of a document holds `null` (struct decoding drops nulls).
+#[derive(Deserialize)]
+struct TopLevelNulls(BTreeMap<String, IsNull>);
+
+struct IsNull(bool);
+
+impl<'de> Deserialize<'de> for IsNull {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<IsNull, D::Error> {
+        Ok(IsNull(
+            Option::<serde::de::IgnoredAny>::deserialize(d)?.is_none(),
+        ))
+    }
 }
 
 impl NetConf {
     /// Parses the common fields; the message matches Go skel's decode error.
     pub fn parse(bytes: &[u8]) -> Result<NetConf, crate::Error> {
-        serde_json::from_slice(bytes)
-            .map_err(|e| crate::Error::decoding(format!("failed to load netconf: {e}")))
+        let decoding =
+            |e: gojson::Error| crate::Error::decoding(format!("failed to load netconf: {e}"));
+        let mut conf: NetConf = gojson::from_slice(bytes).map_err(decoding)?;
+        // A second pass sees nulls; skipped when the key cannot be there (a key spelled
+        // with escapes is then read as absent: GC releases nothing, the safe side).
+        if conf.valid_attachments.is_none() && contains_ignore_ascii_case(bytes, b"attachments") {
+            let TopLevelNulls(nulls) = gojson::from_slice(bytes).map_err(decoding)?;
+            conf.valid_attachments_null = nulls
+                .iter()
+                .any(|(k, null)| null.0 && gojson::eq_fold(k, VALID_ATTACHMENTS));
+        }
+        Ok(conf)
+    }
+
+    /// What GC must keep: `None` when the runtime sent no list (release nothing). A `null`
+    /// list is refused: it is not an empty list, and reading it as one would release every
+    /// attachment of the network.
+    pub fn gc_attachments(&self) -> Result<Option<&[GcAttachment]>, crate::Error> {
+        if self.valid_attachments_null {
+            return Err(crate::Error::invalid_config(format!(
+                "{VALID_ATTACHMENTS} is null: GC needs the list of valid attachments"
+            )));
+        }
+        Ok(self.valid_attachments.as_deref())
     }
 
     /// The IPAM plugin type, empty when there is none (L2 mode for the bridge).
@@ -86,14 +128,15 @@ impl NetConf {
         self.ipam.as_ref().map_or("", |i| i.plugin_type.as_str())
     }
 
-    /// A value of `runtimeConfig`, when the runtime sent it.
+    /// A value of `runtimeConfig`, when the runtime sent it (keys matched as Go matches a
+    /// struct field: exactly or case-insensitively, the last one wins).
     pub fn runtime_config_value(&self, key: &str) -> Option<&Value> {
-        self.runtime_config.as_ref()?.get(key)
+        gojson::field(self.runtime_config.as_ref()?, key)
     }
 
-    /// `args.cni.<key>`, the optional metadata convention.
+    /// `args.cni.<key>`, the optional metadata convention (keys matched as above).
     pub fn args_cni_value(&self, key: &str) -> Option<&Value> {
-        self.args.as_ref()?.get("cni")?.get(key)
+        gojson::field(gojson::field(self.args.as_ref()?, "cni")?, key)
     }
 }
 
@@ -102,7 +145,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keeps_unknown_keys_and_reads_common_ones() {
+    fn reads_common_fields_as_go_does() {
         let c = NetConf::parse(
             br#"{"cniVersion":"1.1.0","name":"n","type":"bridge","bridge":"cni0",
                 "ipam":{"type":"host-local","subnet":"10.0.0.0/24"},
@@ -110,31 +153,53 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.ipam_type(), "host-local");
-        assert_eq!(c.extra["bridge"], "cni0");
-        assert_eq!(c.ipam.as_ref().unwrap().extra["subnet"], "10.0.0.0/24");
         assert_eq!(c.runtime_config_value("mac").unwrap(), "02:00:00:00:00:01");
         assert_eq!(c.args_cni_value("ips").unwrap()[0], "10.0.0.9");
         assert_eq!(c.valid_attachments, None);
-        let back = serde_json::to_value(&c).unwrap();
-        assert_eq!(back["bridge"], "cni0");
-        assert_eq!(back["ipam"]["subnet"], "10.0.0.0/24");
+        assert_eq!(c.gc_attachments().unwrap(), None);
+        // Go field names, as containerd's CRI sends them.
+        let c = NetConf::parse(
+            br#"{"CNIVersion":"1.0.0","Name":"n","Type":"bridge","IPAM":{"Type":"host-local"},
+                "RuntimeConfig":{"MAC":"x"},"Args":{"CNI":{"Mac":"y"}}}"#,
+        )
+        .unwrap();
+        assert_eq!((c.name.as_str(), c.plugin_type.as_str()), ("n", "bridge"));
+        assert_eq!(c.ipam_type(), "host-local");
+        assert_eq!(c.runtime_config_value("mac").unwrap(), "x");
+        assert_eq!(c.args_cni_value("mac").unwrap(), "y");
+    }
+
+    #[test]
+    fn prev_result_must_be_an_object() {
+        let err = NetConf::parse(br#"{"name":"n","prevResult":"x"}"#).unwrap_err();
+        assert_eq!(err.code, crate::error::code::DECODING_FAILURE);
+        assert!(
+            err.msg
+                .starts_with("failed to load netconf: prevResult: invalid type"),
+            "{}",
+            err.msg
+        );
+        let c = NetConf::parse(br#"{"name":"n","prevResult":null}"#).unwrap();
+        assert_eq!(c.prev_result, None);
     }
 
     #[test]
     fn valid_attachments_absent_null_and_list() {
         let c = NetConf::parse(br#"{"name":"n","cni.dev/valid-attachments":null}"#).unwrap();
-        assert_eq!(c.valid_attachments, Some(vec![]));
+        let err = c.gc_attachments().unwrap_err();
+        assert_eq!(err.code, crate::error::code::INVALID_NETWORK_CONFIG);
+        assert!(err.msg.contains("cni.dev/valid-attachments"), "{}", err.msg);
         let c = NetConf::parse(
             br#"{"name":"n","cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}"#,
         )
         .unwrap();
-        assert_eq!(
-            c.valid_attachments,
-            Some(vec![GcAttachment {
-                container_id: "a".into(),
-                ifname: "eth0".into()
-            }])
-        );
+        let want = [GcAttachment {
+            container_id: "a".into(),
+            ifname: "eth0".into(),
+        }];
+        assert_eq!(c.gc_attachments().unwrap(), Some(&want[..]));
+        let c = NetConf::parse(br#"{"name":"n","cni.dev/valid-attachments":[]}"#).unwrap();
+        assert_eq!(c.gc_attachments().unwrap(), Some(&[][..]));
         assert_eq!(c.ipam_type(), "");
     }
 }

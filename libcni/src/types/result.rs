@@ -6,6 +6,7 @@
 //! - `dns` is omitted when empty for 1.x and always present (`{}`) below.
 
 use crate::error::{Error, code};
+use crate::gojson;
 use crate::version::Version;
 use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
@@ -118,7 +119,7 @@ impl CniResult {
         let obj = value
             .as_object()
             .ok_or_else(|| decode_err("result is not a JSON object"))?;
-        let version = match obj.get("cniVersion").and_then(Value::as_str) {
+        let version = match gojson::map_field(obj, "cniVersion").and_then(Value::as_str) {
             Some(v) if !v.is_empty() => v.to_string(),
             _ => default_version.to_string(),
         };
@@ -131,7 +132,7 @@ impl CniResult {
     }
 
     pub fn parse_bytes(bytes: &[u8], default_version: &str) -> Result<CniResult, Error> {
-        let v: Value = serde_json::from_slice(bytes).map_err(decode_err)?;
+        let v: Value = gojson::from_slice(bytes).map_err(decode_err)?;
         CniResult::parse(&v, default_version)
     }
 
@@ -269,8 +270,8 @@ impl IpConfig {
     }
 
     fn parse(v: &Value, address_key: &str) -> Result<IpConfig, Error> {
-        let interface = match v.get("interface") {
-            None | Some(Value::Null) => None,
+        let interface = match gojson::field(v, "interface") {
+            None => None,
             Some(i) => Some(
                 i.as_u64()
                     .ok_or_else(|| decode_err("ips[].interface is not an index"))?
@@ -317,16 +318,16 @@ impl Route {
             mtu: u32_field(v, "mtu")?,
             advmss: u32_field(v, "advmss")?,
             priority: u32_field(v, "priority")?,
-            table: v.get("table").and_then(Value::as_i64),
-            scope: v.get("scope").and_then(Value::as_i64),
+            table: gojson::field(v, "table").and_then(Value::as_i64),
+            scope: gojson::field(v, "scope").and_then(Value::as_i64),
         })
     }
 }
 
 fn parse_ips_form(obj: &Map<String, Value>) -> Result<CniResult, Error> {
     let list = |key: &str| -> Result<&[Value], Error> {
-        match obj.get(key) {
-            None | Some(Value::Null) => Ok(&[]),
+        match gojson::map_field(obj, key) {
+            None => Ok(&[]),
             Some(Value::Array(a)) => Ok(a),
             Some(_) => Err(decode_err(format!("{key} is not a list"))),
         }
@@ -355,11 +356,11 @@ fn parse_020(obj: &Map<String, Value>) -> Result<CniResult, Error> {
         ..Default::default()
     };
     for key in ["ip4", "ip6"] {
-        let Some(fam) = obj.get(key).filter(|v| !v.is_null()) else {
+        let Some(fam) = gojson::map_field(obj, key) else {
             continue;
         };
         r.ips.push(IpConfig::parse(fam, "ip")?);
-        if let Some(Value::Array(routes)) = fam.get("routes") {
+        if let Some(Value::Array(routes)) = gojson::field(fam, "routes") {
             for route in routes {
                 r.routes.push(Route::parse(route)?);
             }
@@ -369,23 +370,23 @@ fn parse_020(obj: &Map<String, Value>) -> Result<CniResult, Error> {
 }
 
 fn parse_dns(obj: &Map<String, Value>) -> Result<Dns, Error> {
-    match obj.get("dns") {
-        None | Some(Value::Null) => Ok(Dns::default()),
-        Some(v) => serde_json::from_value(v.clone()).map_err(decode_err),
+    match gojson::map_field(obj, "dns") {
+        None => Ok(Dns::default()),
+        Some(v) => gojson::from_value(v.clone()).map_err(decode_err),
     }
 }
 
 fn str_field(v: &Value, key: &str) -> Result<String, Error> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(String::new()),
+    match gojson::field(v, key) {
+        None => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(decode_err(format!("{key} is not a string"))),
     }
 }
 
 fn u32_field(v: &Value, key: &str) -> Result<u32, Error> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(0),
+    match gojson::field(v, key) {
+        None => Ok(0),
         Some(n) => n
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())

@@ -2,6 +2,7 @@
 //! messages. Everything is checked here, before the plugin touches the node.
 
 use hostnet::firewall::{Attachment, Backend};
+use libcni::gojson;
 use libcni::invoke::Delegate;
 use libcni::skel::CmdArgs;
 use libcni::types::{Dns, NetConf as CommonConf};
@@ -72,6 +73,23 @@ struct Raw {
     disable_container_interface: bool,
     #[serde(default)]
     port_isolation: bool,
+    #[serde(default)]
+    args: Option<RawArgs>,
+    #[serde(default)]
+    runtime_config: Option<RawMac>,
+}
+
+/// `args.cni` and `runtimeConfig` as the reference types them (a wrong type is refused).
+#[derive(Deserialize)]
+struct RawArgs {
+    #[serde(default)]
+    cni: Option<RawMac>,
+}
+
+#[derive(Deserialize)]
+struct RawMac {
+    #[serde(default)]
+    mac: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy)]
@@ -180,11 +198,16 @@ impl BridgeConf {
             None,
         )?;
         let conf = BridgeConf {
-            mac: m.tolerate(container_mac(&common, cni_args), None)?,
-            bridge: raw
-                .bridge
-                .filter(|b| !b.is_empty())
-                .unwrap_or_else(|| DEFAULT_BRIDGE.to_string()),
+            mac: m.tolerate(container_mac(&raw, cni_args), None)?,
+            bridge: match raw.bridge.as_deref() {
+                None => DEFAULT_BRIDGE.to_string(),
+                // The reference's ADD fails creating a link without a name; its DEL succeeds.
+                Some("") => m.tolerate(
+                    Err(invalid("invalid bridge name \"\": interface name is empty")),
+                    DEFAULT_BRIDGE.to_string(),
+                )?,
+                Some(name) => name.to_string(),
+            },
             is_gateway: raw.is_gateway || raw.is_default_gateway,
             is_default_gateway: raw.is_default_gateway,
             force_address: raw.force_address,
@@ -265,12 +288,12 @@ impl BridgeConf {
 /// needs; a dropped `ipMasq` or `macspoofchk` reads as on, so their (name-addressed,
 /// this attachment's only) teardown runs rather than leaking what an earlier ADD made.
 fn decode_raw(stdin: &[u8], m: &mut Mistakes) -> Result<Raw, Error> {
-    let decode_err = |e: serde_json::Error| invalid(format!("failed to load netconf: {e}"));
-    let whole = match serde_json::from_slice::<Raw>(stdin) {
+    let decode_err = |e: gojson::Error| invalid(format!("failed to load netconf: {e}"));
+    let whole = match gojson::from_slice::<Raw>(stdin) {
         Ok(raw) => return Ok(raw),
         Err(e) => decode_err(e),
     };
-    let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(stdin) else {
+    let Ok(fields) = gojson::from_slice::<Map<String, Value>>(stdin) else {
         return Err(whole);
     };
     if !m.tolerate {
@@ -280,7 +303,7 @@ fn decode_raw(stdin: &[u8], m: &mut Mistakes) -> Result<Raw, Error> {
     let mut dropped = Vec::new();
     for (key, value) in fields {
         let alone = Value::Object(Map::from_iter([(key.clone(), value.clone())]));
-        match serde_json::from_value::<Raw>(alone) {
+        match gojson::from_value::<Raw>(alone) {
             Ok(_) => {
                 kept.insert(key, value);
             }
@@ -291,21 +314,23 @@ fn decode_raw(stdin: &[u8], m: &mut Mistakes) -> Result<Raw, Error> {
             }
         }
     }
-    let mut raw: Raw = serde_json::from_value(Value::Object(kept)).map_err(decode_err)?;
+    let mut raw: Raw = gojson::from_value(Value::Object(kept)).map_err(decode_err)?;
     let was_dropped = |name: &str| dropped.iter().any(|k| k.eq_ignore_ascii_case(name));
     raw.ip_masq |= was_dropped("ipMasq");
     raw.macspoofchk |= was_dropped("macspoofchk");
     Ok(raw)
 }
 
-fn container_mac(common: &CommonConf, cni_args: &str) -> Result<Option<[u8; 6]>, Error> {
-    let from_runtime = common
-        .runtime_config_value("mac")
-        .and_then(|v| v.as_str())
+fn container_mac(raw: &Raw, cni_args: &str) -> Result<Option<[u8; 6]>, Error> {
+    let from_runtime = raw
+        .runtime_config
+        .as_ref()
+        .and_then(|r| r.mac.as_deref())
         .filter(|s| !s.is_empty());
-    let from_args = common
-        .args_cni_value("mac")
-        .and_then(|v| v.as_str())
+    let from_args = raw
+        .args
+        .as_ref()
+        .and_then(|a| a.cni.as_ref()?.mac.as_deref())
         .filter(|s| !s.is_empty());
     let env_args = args::load(cni_args, &["MAC"])?;
     let from_env = args::get(&env_args, "MAC").filter(|s| !s.is_empty());

@@ -14,7 +14,7 @@ use libcni::skel::CmdArgs;
 pub fn gc(args: &CmdArgs) -> Result<(), Error> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "GC")?;
     let mut errors = Vec::new();
-    if let Some(valid) = &conf.common.valid_attachments {
+    if let Some(valid) = conf.common.gc_attachments()? {
         let valid: Vec<(&str, &str)> = valid
             .iter()
             .map(|a| (a.container_id.as_str(), a.ifname.as_str()))

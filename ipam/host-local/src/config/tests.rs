@@ -279,3 +279,48 @@ fn store_location_ignores_all_but_name_and_data_dir() {
     let e = load_store_location(br#"{"name":"n","ipam":{"dataDir":5}}"#).unwrap_err();
     assert!(matches!(e, ConfigError::Decode(_)), "{e}");
 }
+
+#[test]
+fn go_field_names_are_read_as_the_reference_reads_them() {
+    let c = load_ok(
+        &conf(
+            r#"{"Type":"host-local","Subnet":"10.1.2.0/24","RangeStart":"10.1.2.9","DataDir":"/tmp/x",
+                "Routes":[{"Dst":"0.0.0.0/0","GW":"10.1.2.1"}],"ResolvConf":""}"#,
+        ),
+        "",
+    );
+    assert_eq!(
+        summary(&c),
+        [["10.1.2.0/24 10.1.2.9-10.1.2.254 gw 10.1.2.1"]]
+    );
+    assert_eq!(c.store.data_dir, PathBuf::from("/tmp/x"));
+    assert_eq!(c.routes.len(), 1);
+    assert_eq!(c.routes[0].gw, Some(ipa("10.1.2.1")));
+    let c = load_ok(
+        r#"{"Name":"n","CNIVersion":"1.0.0","IPAM":{"Ranges":[[{"Subnet":"10.1.2.0/24"}]]},
+            "RuntimeConfig":{"IPs":["10.1.2.7"]},"Args":{"CNI":{"IPs":["10.1.2.8"]}}}"#,
+        "",
+    );
+    assert_eq!(
+        (c.store.name.as_str(), c.cni_version.as_str()),
+        ("n", "1.0.0")
+    );
+    assert_eq!(c.requested, [ipa("10.1.2.8"), ipa("10.1.2.7")]);
+}
+
+#[test]
+fn wrong_types_are_refused_naming_the_field() {
+    let e = load_err(
+        &conf(r#"{"subnet":"10.1.2.0/24","routes":[{"dst":5}]}"#),
+        "",
+    );
+    assert!(e.contains("dst is not a string"), "{e}");
+    let e = load_err(
+        r#"{"name":"n","ipam":{"subnet":"10.1.2.0/24"},"runtimeConfig":{"ips":"10.1.2.7"}}"#,
+        "",
+    );
+    assert!(
+        e.starts_with("failed to load netconf: runtimeConfig.ips: invalid type"),
+        "{e}"
+    );
+}

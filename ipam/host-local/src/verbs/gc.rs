@@ -17,11 +17,12 @@ use std::net::IpAddr;
 
 pub fn run(args: &CmdArgs) -> Result<(), Error> {
     let store_at = super::load_store_location(args)?;
-    let Some(valid) = NetConf::parse(&args.stdin_data)?.valid_attachments else {
+    let net = NetConf::parse(&args.stdin_data)?;
+    let Some(valid) = net.gc_attachments()? else {
         return Ok(());
     };
     if let Some(mut store) = super::open_store(&store_at, false)? {
-        collect(&mut store, &valid)?;
+        collect(&mut store, valid)?;
     }
     Ok(())
 }

@@ -266,3 +266,65 @@ fn teardown_refuses_mistakes_in_what_it_needs() {
         assert!(matches!(e.code, 6 | 7), "{json}: {e:?}");
     }
 }
+
+#[test]
+fn go_field_names_are_read_as_the_reference_reads_them() {
+    let c = load(
+        r#"{"Name":"n","Bridge":"br9","IsGateway":true,"IPMasq":true,"MTU":1400,
+            "RuntimeConfig":{"MAC":"02:00:00:00:00:01"},"IPAM":{"Type":"host-local"}}"#,
+    )
+    .unwrap();
+    assert_eq!(c.bridge, "br9");
+    assert!(c.is_gateway && c.ip_masq && c.is_layer3());
+    assert_eq!(c.mtu, Some(1400));
+    assert_eq!(c.mac, Some([2, 0, 0, 0, 0, 1]));
+    let c = load(r#"{"name":"n","Args":{"CNI":{"Mac":"02:00:00:00:00:02"}}}"#).unwrap();
+    assert_eq!(c.mac, Some([2, 0, 0, 0, 0, 2]));
+    // Repeated keys: the last one wins.
+    assert_eq!(
+        load(r#"{"name":"n","bridge":"a","Bridge":"b"}"#)
+            .unwrap()
+            .bridge,
+        "b"
+    );
+}
+
+#[test]
+fn wrong_types_are_refused_naming_the_field() {
+    for (extra, code, field) in [
+        (
+            r#""args":{"cni":{"mac":5}}"#,
+            7,
+            "args.cni.mac: invalid type",
+        ),
+        (
+            r#""runtimeConfig":{"mac":5}"#,
+            7,
+            "runtimeConfig.mac: invalid type",
+        ),
+        (r#""runtimeConfig":5"#, 7, "runtimeConfig: invalid type"),
+        (r#""prevResult":"x""#, 6, "prevResult: invalid type"),
+        (r#""isGateway":"yes""#, 7, "isGateway: invalid type"),
+    ] {
+        let e = load(&format!(r#"{{"name":"n",{extra}}}"#)).unwrap_err();
+        assert_eq!(e.code, code, "{extra}: {}", e.msg);
+        assert!(
+            e.msg
+                .starts_with(&format!("failed to load netconf: {field}")),
+            "{extra}: {}",
+            e.msg
+        );
+    }
+}
+
+#[test]
+fn empty_bridge_name_fails_setup_but_not_teardown() {
+    let json = r#"{"name":"n","bridge":""}"#;
+    let e = load(json).unwrap_err();
+    assert_eq!(e.code, 7);
+    assert_eq!(e.msg, "invalid bridge name \"\": interface name is empty");
+    let (c, ignored) = BridgeConf::read_tolerant(json.as_bytes(), "").unwrap();
+    assert_eq!((c.bridge.as_str(), ignored.len()), ("cni0", 1));
+    let c = load(r#"{"name":"n"}"#).unwrap();
+    assert_eq!(c.bridge, "cni0");
+}

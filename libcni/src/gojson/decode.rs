@@ -1,0 +1,437 @@
+//! Decoding: bytes -> a `serde_json::Value` (iterative depth check first, duplicates
+//! collapsed) -> `T` through [`Go`], a deserializer that applies Go's field rules.
+
+use serde::Deserialize;
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor,
+};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Go's decoder refuses deeper documents ("exceeded max depth").
+pub const MAX_DEPTH: usize = 10_000;
+/// Documents up to this depth are decoded on the caller's stack (a 2 MiB thread has room).
+const INLINE_DEPTH: usize = 100;
+/// Stack per level for deeper ones: parsing, decoding and dropping recurse once per level
+/// (a debug build needs under 4 KiB; the pages are only touched as deep as the document).
+const STACK_PER_LEVEL: usize = 16 << 10;
+
+/// A syntax, depth or type error; `Display` names the field (`ipam.ranges[0][1].subnet: ...`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Error {
+    /// Innermost segment first (segments are pushed while the error travels outwards).
+    path: Vec<String>,
+    msg: String,
+}
+
+impl Error {
+    fn within(mut self, segment: String) -> Error {
+        self.path.push(segment);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, segment) in self.path.iter().rev().enumerate() {
+            if i > 0 && !segment.starts_with('[') {
+                f.write_str(".")?;
+            }
+            f.write_str(segment)?;
+        }
+        if !self.path.is_empty() {
+            f.write_str(": ")?;
+        }
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl de::Error for Error {
+    fn custom<T: fmt::Display>(msg: T) -> Error {
+        Error {
+            path: Vec::new(),
+            msg: msg.to_string(),
+        }
+    }
+}
+
+/// Decodes `bytes` into `T` with Go's rules (see the module docs). Deep documents are
+/// decoded on a helper thread with a stack sized for their depth.
+pub fn from_slice<T: DeserializeOwned + Send>(bytes: &[u8]) -> Result<T, Error> {
+    let depth = nesting_depth(bytes)?;
+    if depth <= INLINE_DEPTH {
+        return decode(bytes);
+    }
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("json-decode".into())
+            .stack_size((depth + 64) * STACK_PER_LEVEL)
+            .spawn_scoped(s, || decode(bytes))
+            .map_err(|e| {
+                de::Error::custom(format!(
+                    "cannot start a thread to decode JSON nested {depth} levels: {e}"
+                ))
+            })?
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// [`from_slice`] for a value already parsed (its depth is the caller's concern).
+pub fn from_value<T: DeserializeOwned>(v: Value) -> Result<T, Error> {
+    T::deserialize(Go(v))
+}
+
+/// The value Go would put in a struct field named `name` (ASCII): the last non-null key
+/// equal to it exactly or case-insensitively. `None` when `v` is not an object.
+pub fn field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+    map_field(v.as_object()?, name)
+}
+
+/// [`field`] for a map.
+pub fn map_field<'a>(m: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    m.iter()
+        .rev()
+        .find(|(k, v)| !v.is_null() && eq_fold(k, name))
+        .map(|(_, v)| v)
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    // Safe: nesting_depth() bounded the depth and the caller sized the stack for it.
+    de.disable_recursion_limit();
+    let doc = Doc::deserialize(&mut de)
+        .and_then(|doc| de.end().map(|()| doc))
+        .map_err(de::Error::custom)?;
+    from_value(doc.0)
+}
+
+/// The deepest nesting of `bytes`, found without recursion; an error past [`MAX_DEPTH`].
+fn nesting_depth(bytes: &[u8]) -> Result<usize, Error> {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(de::Error::custom(format!(
+                        "exceeded max depth: JSON nested deeper than {MAX_DEPTH} levels"
+                    )));
+                }
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(max)
+}
+
+/// A parsed document; a repeated key keeps its last value, moved to the position of its
+/// last occurrence (so "the last of several case-variants" follows the document order).
+struct Doc(Value);
+
+impl<'de> Deserialize<'de> for Doc {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Doc, D::Error> {
+        d.deserialize_any(DocVisitor).map(Doc)
+    }
+}
+
+struct DocVisitor;
+
+impl<'de> Visitor<'de> for DocVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(n.into())
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(n.into())
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+        Ok(n.into())
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Doc(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some((k, Doc(v))) = map.next_entry::<String, Doc>()? {
+            out.shift_remove(&k);
+            out.insert(k, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Whether Go would put `key` into a field named `name` (ASCII): `bytes.EqualFold`, where
+/// the Kelvin sign and the long s are the only non-ASCII letters that fold to ASCII ones.
+pub fn eq_fold(key: &str, name: &str) -> bool {
+    let mut name = name.bytes();
+    key.chars().all(|c| {
+        let c = match c {
+            '\u{212A}' => 'k',
+            '\u{17F}' => 's',
+            c => c.to_ascii_lowercase(),
+        };
+        name.next()
+            .is_some_and(|b| c.is_ascii() && b.to_ascii_lowercase() == c as u8)
+    }) && name.next().is_none()
+}
+
+/// Go's struct rule: each key fills the field of its exact name, else the field equal to it
+/// case-insensitively; later keys overwrite earlier ones; `null` and unknown keys change
+/// nothing (they are dropped here, so serde's defaults apply).
+fn match_fields(m: Map<String, Value>, fields: &[&str]) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in m {
+        if v.is_null() {
+            continue;
+        }
+        let field = fields
+            .iter()
+            .find(|f| **f == k)
+            .or_else(|| fields.iter().find(|f| eq_fold(&k, f)));
+        if let Some(f) = field {
+            out.insert((*f).to_string(), v);
+        }
+    }
+    out
+}
+
+fn unexpected(v: &Value) -> de::Unexpected<'_> {
+    match v {
+        Value::Null => de::Unexpected::Unit,
+        Value::Bool(b) => de::Unexpected::Bool(*b),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => de::Unexpected::Unsigned(u),
+            (None, Some(i)) => de::Unexpected::Signed(i),
+            _ => de::Unexpected::Float(n.as_f64().unwrap_or_default()),
+        },
+        Value::String(s) => de::Unexpected::Str(s),
+        Value::Array(_) => de::Unexpected::Seq,
+        Value::Object(_) => de::Unexpected::Map,
+    }
+}
+
+/// A parsed value handed to `Deserialize` impls with Go's rules.
+struct Go(Value);
+
+fn visit_array<'de, V: Visitor<'de>>(a: Vec<Value>, visitor: V) -> Result<V::Value, Error> {
+    let len = a.len();
+    let mut seq = Seq(a.into_iter().enumerate());
+    let out = visitor.visit_seq(&mut seq)?;
+    match seq.0.len() {
+        0 => Ok(out),
+        _ => Err(de::Error::invalid_length(len, &"fewer elements in array")),
+    }
+}
+
+fn visit_object<'de, V: Visitor<'de>>(
+    m: Map<String, Value>,
+    visitor: V,
+) -> Result<V::Value, Error> {
+    let len = m.len();
+    let mut obj = Obj {
+        entries: m.into_iter(),
+        value: None,
+    };
+    let out = visitor.visit_map(&mut obj)?;
+    match obj.entries.len() {
+        0 => Ok(out),
+        _ => Err(de::Error::invalid_length(len, &"fewer elements in map")),
+    }
+}
+
+/// `null` where a scalar is expected is its zero value (as in Go).
+macro_rules! null_is_zero {
+    ($($method:ident => $visit:ident($zero:expr);)*) => {$(
+        fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+            match self.0 {
+                Value::Null => v.$visit($zero),
+                other => Go(other).deserialize_any(v),
+            }
+        }
+    )*};
+}
+
+impl<'de> de::Deserializer<'de> for Go {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Value::Null => v.visit_unit(),
+            Value::Bool(b) => v.visit_bool(b),
+            Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => v.visit_u64(u),
+                (None, Some(i)) => v.visit_i64(i),
+                _ => v.visit_f64(n.as_f64().unwrap_or_default()),
+            },
+            Value::String(s) => v.visit_string(s),
+            Value::Array(a) => visit_array(a, v),
+            Value::Object(m) => visit_object(m, v),
+        }
+    }
+
+    null_is_zero! {
+        deserialize_bool => visit_bool(false);
+        deserialize_i8 => visit_u64(0);
+        deserialize_i16 => visit_u64(0);
+        deserialize_i32 => visit_u64(0);
+        deserialize_i64 => visit_u64(0);
+        deserialize_i128 => visit_u64(0);
+        deserialize_u8 => visit_u64(0);
+        deserialize_u16 => visit_u64(0);
+        deserialize_u32 => visit_u64(0);
+        deserialize_u64 => visit_u64(0);
+        deserialize_u128 => visit_u64(0);
+        deserialize_f32 => visit_u64(0);
+        deserialize_f64 => visit_u64(0);
+        deserialize_str => visit_string(String::new());
+        deserialize_string => visit_string(String::new());
+        deserialize_seq => visit_seq(Seq(Vec::new().into_iter().enumerate()));
+        deserialize_map => visit_map(Obj { entries: Map::new().into_iter(), value: None });
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Value::Null => v.visit_none(),
+            _ => v.visit_some(self),
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, Error> {
+        match self.0 {
+            Value::Object(m) => visit_object(match_fields(m, fields), v),
+            Value::Null => visit_object(Map::new(), v),
+            other => Err(de::Error::invalid_type(unexpected(&other), &v)),
+        }
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, Error> {
+        match self.0 {
+            Value::String(s) => v.visit_enum(s.into_deserializer()),
+            other => other
+                .deserialize_enum(name, variants, v)
+                .map_err(de::Error::custom),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        v: V,
+    ) -> Result<V::Value, Error> {
+        v.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        drop(self);
+        v.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        char bytes byte_buf unit unit_struct tuple tuple_struct identifier
+    }
+}
+
+struct Seq(std::iter::Enumerate<std::vec::IntoIter<Value>>);
+
+impl<'de> SeqAccess<'de> for Seq {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Error> {
+        match self.0.next() {
+            None => Ok(None),
+            Some((i, v)) => seed
+                .deserialize(Go(v))
+                .map(Some)
+                .map_err(|e| e.within(format!("[{i}]"))),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.0.len())
+    }
+}
+
+struct Obj {
+    entries: serde_json::map::IntoIter,
+    value: Option<(String, Value)>,
+}
+
+impl<'de> MapAccess<'de> for Obj {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        let Some((k, v)) = self.entries.next() else {
+            return Ok(None);
+        };
+        let key = seed.deserialize(k.as_str().into_deserializer());
+        self.value = Some((k, v));
+        key.map(Some)
+    }
+
+    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, Error> {
+        let (k, v) = self
+            .value
+            .take()
+            .ok_or_else(|| de::Error::custom("value requested before its key"))?;
+        seed.deserialize(Go(v)).map_err(|e| e.within(k))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.entries.len())
+    }
+}
+
+#[cfg(test)]
+mod tests;
