@@ -19,6 +19,9 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("cni_args", cni_args),
     ("conflist", conflist),
     ("skel", skel),
+    ("bridge_config", bridge_config),
+    ("host_local_config", host_local_config),
+    ("host_local_store", host_local_store),
 ];
 
 /// A result of any version, read at every default version, rendered at every version;
@@ -103,6 +106,45 @@ pub fn skel(data: &[u8]) {
         let e: Error = serde_json::from_slice(&out)
             .unwrap_or_else(|e| panic!("error output is no CNI error ({e}): {out:?}"));
         assert_ne!(e.code, 0);
+    }
+}
+
+/// The first line and the rest: CNI_ARGS and stdin, for the plugins' config parsers.
+fn args_and_stdin(data: &[u8]) -> (String, &[u8]) {
+    let split = data.iter().position(|&b| b == b'\n').unwrap_or(data.len());
+    let args = String::from_utf8_lossy(&data[..split]).into_owned();
+    (args, data.get(split + 1..).unwrap_or_default())
+}
+
+/// The bridge's config, strict (ADD) and tolerant (DEL): whatever ADD accepts, DEL
+/// accepts the same way, tolerating nothing.
+pub fn bridge_config(data: &[u8]) {
+    let (args, stdin) = args_and_stdin(data);
+    let strict = bridge::config::BridgeConf::load(stdin, &args);
+    let tolerant = bridge::config::BridgeConf::read_tolerant(stdin, &args);
+    if let Ok(conf) = strict {
+        let (same, ignored) = tolerant.expect("DEL reads what ADD reads");
+        assert_eq!(same, conf);
+        assert!(ignored.is_empty(), "{ignored:?}");
+    }
+}
+
+/// host-local's config: whatever ADD accepts, DEL finds the same store.
+pub fn host_local_config(data: &[u8]) {
+    let (args, stdin) = args_and_stdin(data);
+    let full = host_local::config::load(stdin, &args);
+    let location = host_local::config::load_store_location(stdin);
+    if let Ok(conf) = full {
+        assert_eq!(location.expect("DEL reads what ADD reads"), conf.store);
+    }
+}
+
+/// The store's files as another writer (or a corruption) may leave them: a lease file's
+/// content and the index.
+pub fn host_local_store(data: &[u8]) {
+    let _ = host_local::store::Holder::parse(data);
+    if let Some((_, entries)) = host_local::store::index::decode(data) {
+        let _ = entries.len();
     }
 }
 

@@ -155,7 +155,7 @@ impl BridgeConf {
     }
 
     /// The config and the mistakes it tolerated.
-    fn read_tolerant(stdin: &[u8], cni_args: &str) -> Result<(BridgeConf, Vec<Error>), Error> {
+    pub fn read_tolerant(stdin: &[u8], cni_args: &str) -> Result<(BridgeConf, Vec<Error>), Error> {
         let mut lenient = Mistakes {
             tolerate: true,
             ignored: Vec::new(),

@@ -1,44 +1,8 @@
-//! The CNI bridge plugin: a drop-in replacement for the reference Go plugin.
-
-mod add;
-mod check;
-mod config;
-mod container;
-mod del;
-mod fail;
-mod gateway;
-mod gc;
-mod host;
-mod ipam_result;
-mod rollback;
-mod vlan;
-
-use libcni::skel::{CmdArgs, Plugin, plugin_main};
-use libcni::{CniResult, Error};
-
-struct Bridge;
-
-impl Plugin for Bridge {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        add::add(args)
-    }
-    fn del(&self, args: &CmdArgs) -> Result<(), Error> {
-        del::del(args)
-    }
-    fn check(&self, args: &CmdArgs) -> Result<(), Error> {
-        check::check(args)
-    }
-    fn status(&self, args: &CmdArgs) -> Result<(), Error> {
-        gc::status(args)
-    }
-    fn gc(&self, args: &CmdArgs) -> Result<(), Error> {
-        gc::gc(args)
-    }
-}
+//! The `bridge` binary: skel runs the plugin.
 
 fn main() {
-    plugin_main(
-        &Bridge,
+    libcni::skel::plugin_main(
+        &bridge::Bridge,
         &format!("CNI bridge plugin v{}", env!("CARGO_PKG_VERSION")),
     );
 }

@@ -2,7 +2,7 @@
 //! [`disk::DiskStore`] is the Go-compatible directory, [`mem::MemStore`] the test double.
 
 pub mod disk;
-mod index;
+pub mod index;
 pub mod lock;
 #[cfg(test)]
 pub mod mem;

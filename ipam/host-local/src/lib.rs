@@ -1,0 +1,14 @@
+//! host-local: the CNI IPAM plugin that hands out addresses from ranges and keeps its
+//! leases as files, store-compatible with the reference Go plugin. A library (the binary is `main.rs`) so
+//! the fuzz targets can reach the config parser and the store's file formats.
+
+mod allocator;
+pub mod config;
+mod dns;
+mod ip;
+mod range;
+mod range_set;
+pub mod store;
+mod verbs;
+
+pub use verbs::HostLocal;
