@@ -71,6 +71,15 @@ elif [[ -n ${CI:-} ]]; then
     status=1
 fi
 
+# Fuzz smoke: every target for a short time (scripts/fuzz.sh SECONDS for longer runs).
+if scripts/fuzz.sh "${FUZZ_SECONDS:-15}" >/tmp/cni-rs-fuzz.log 2>&1; then
+    grep '^fuzz ' /tmp/cni-rs-fuzz.log
+else
+    status=1
+    echo "fuzz FAILED:" >&2
+    tail -40 /tmp/cni-rs-fuzz.log >&2
+fi
+
 # The deploy/ manifests against the Kubernetes schema (python3-kubernetes).
 scripts/check-manifests.sh || status=1
 
