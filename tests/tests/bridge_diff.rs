@@ -27,27 +27,6 @@ fn run_with(
         .run_in(&env.host)
 }
 
-/// MACs and the random veth name replaced, so two runs compare equal.
-fn normalize(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| {
-                    let v = match (k.as_str(), v.as_str()) {
-                        ("mac", Some(_)) => json!("MAC"),
-                        ("sandbox", Some(_)) => json!("NETNS"),
-                        ("name", Some(n)) if n.starts_with("veth") => json!("VETH"),
-                        _ => normalize(v),
-                    };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(normalize).collect()),
-        other => other.clone(),
-    }
-}
-
 /// ADD with the given bridge binary: (normalized result, NAT rules, nft spoof rules).
 fn add_with(bin: &std::path::Path, version: &str, extra: Value) -> (Value, Vec<String>, usize) {
     let env = Env::new("diff");
@@ -64,7 +43,7 @@ fn add_with(bin: &std::path::Path, version: &str, extra: Value) -> (Value, Vec<S
     let spoof = env.nft_ruleset().matches("macspoofchk-dummy-0").count();
     run_with(&env, bin, "DEL", &ctr, &with_prev(&conf, &result)).assert_success();
     env.assert_clean();
-    (normalize(&result), rules, spoof)
+    (normalize_result(&result, None), rules, spoof)
 }
 
 #[test]

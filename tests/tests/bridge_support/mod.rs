@@ -309,3 +309,26 @@ pub fn result_ips(result: &Value) -> Vec<String> {
 pub fn with_prev(conf: &Value, result: &Value) -> Value {
     merge(conf.clone(), json!({ "prevResult": result }))
 }
+
+/// A result with what differs between two runs replaced: MACs (but `keep_mac`, one the
+/// test chose), random veth names, netns paths; an empty `dns` dropped (newer Go omits it).
+pub fn normalize_result(v: &Value, keep_mac: Option<&str>) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, v)| !(*k == "dns" && **v == json!({})))
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v.as_str()) {
+                        ("mac", Some(m)) if Some(m) != keep_mac => json!("MAC"),
+                        ("sandbox", Some(_)) => json!("NETNS"),
+                        ("name", Some(n)) if n.starts_with("veth") => json!("VETH"),
+                        _ => normalize_result(v, keep_mac),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| normalize_result(x, keep_mac)).collect()),
+        other => other.clone(),
+    }
+}
