@@ -168,8 +168,8 @@ rt_image_archive() {
     manifest=$(sha256sum "$dir/manifest.json" | cut -d' ' -f1)
     manifest_size=$(stat -c %s "$dir/manifest.json")
     mv "$dir/manifest.json" "$dir/oci/blobs/sha256/$manifest"
-    printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"%s"}}]}' \
-        "$manifest" "$manifest_size" "$ref" >"$dir/oci/index.json"
+    printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"%s","io.containerd.image.name":"localhost/%s"}}]}' \
+        "$manifest" "$manifest_size" "$ref" "$ref" >"$dir/oci/index.json"
     echo '{"imageLayoutVersion":"1.0.0"}' >"$dir/oci/oci-layout"
     tar -C "$dir/oci" -cf "$out" .
     rm -rf "$dir"
@@ -283,3 +283,85 @@ rt_assert_attached() {
 }
 
 rt_pass() { rt_log "passed"; }
+
+# rt_containerd_setup: a private containerd (its own root, state, socket and config in the
+# work dir, CRI off), the image imported (native snapshotter: no overlay mounts to leak).
+# `ctr run --cni` reads the fixed /etc/cni/net.d and /opt/cni/bin, which the sandbox
+# points into the work dir.
+rt_containerd_setup() {
+    local d=$RT_WORK/containerd i
+    mkdir -p "$d"
+    cat >"$d/config.toml" <<EOC
+version = 2
+root = "$d/root"
+state = "$d/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$d/containerd.sock"
+[ttrpc]
+  address = "$d/containerd.sock.ttrpc"
+EOC
+    containerd --config "$d/config.toml" >"$d/log" 2>&1 &
+    RT_CONTAINERD_PID=$!
+    rt_on_exit rt_containerd_teardown
+    export CONTAINERD_ADDRESS=$d/containerd.sock CONTAINERD_NAMESPACE=cnirs
+    for i in $(seq 100); do
+        ctr version >/dev/null 2>&1 && break
+        kill -0 "$RT_CONTAINERD_PID" 2>/dev/null || { tail "$d/log" >&2; rt_fail "containerd died"; }
+        sleep 0.1
+    done
+    ctr version >/dev/null || rt_fail "containerd does not answer"
+    rt_image_archive "$RT_WORK/image.tar" cnirs-busybox:1
+    ctr images import --snapshotter native "$RT_WORK/image.tar" >/dev/null || rt_fail "ctr import"
+}
+
+rt_containerd_teardown() {
+    local id
+    for id in $(ctr task ls -q 2>/dev/null); do
+        ctr task kill -s KILL "$id"
+    done
+    sleep 0.5
+    for id in $(ctr containers ls -q 2>/dev/null); do
+        ctr task rm -f "$id"
+        ctr containers rm "$id"
+    done
+    kill "$RT_CONTAINERD_PID"
+    wait "$RT_CONTAINERD_PID"
+}
+
+# rt_ctr_run <id>: `ctr run --cni --rm` in the background, as an operator runs it: ctr
+# ADDs before the task starts and DELs (with an empty CNI_NETNS: the task is gone) when
+# it ends. Waits until the container has its address. RT_CTR_PIDS[id] = ctr's pid.
+declare -A RT_CTR_PIDS
+rt_ctr_run() {
+    local id=$1 i
+    ctr run --snapshotter native --cni --rm --null-io localhost/cnirs-busybox:1 "$id" \
+        sleep 100000 &
+    RT_CTR_PIDS[$id]=$!
+    for i in $(seq 100); do
+        [[ -n $(rt_ctr_ip "$id" 2>/dev/null) ]] && return 0
+        kill -0 "${RT_CTR_PIDS[$id]}" 2>/dev/null || rt_fail "ctr run $id exited"
+        sleep 0.1
+    done
+    rt_fail "ctr run $id: no address on eth0"
+}
+
+rt_ctr_ip() {
+    ctr task exec --exec-id "ip-$RANDOM" "$1" ip -4 -o addr show dev eth0 |
+        awk '{print $4}' | cut -d/ -f1
+}
+
+rt_ctr_exec() {
+    local id=$1
+    shift
+    ctr task exec --exec-id "x-$RANDOM" "$id" "$@"
+}
+
+# rt_ctr_stop <id>: ends the task; ctr then DELs and removes the container.
+rt_ctr_stop() {
+    local id=$1
+    ctr task kill -s KILL "$id" || rt_fail "ctr task kill $id"
+    wait "${RT_CTR_PIDS[$id]}" || true # ctr exits with the task's status (137)
+    unset "RT_CTR_PIDS[$id]"
+    ! ctr containers info "$id" >/dev/null 2>&1 || rt_fail "ctr run --rm left container $id"
+}
