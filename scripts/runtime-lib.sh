@@ -18,12 +18,14 @@
 #
 # Environment:
 #   CARGO_TARGET_DIR   where the release binaries are [default: ./target]
-#   RT_GO_PLUGINS      the Go reference plugins [default: /usr/lib/cni]
+#   CNI_RS_GO_PLUGINS  the Go reference plugins [default: /usr/lib/cni]
+#   CNI_RS_BUSYBOX     the static busybox the image is made of [default: /bin/busybox]
 #   RT_KEEP=1          keep the work dir (for debugging a failure)
 
 RT_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RT_RELEASE=${CARGO_TARGET_DIR:-$RT_REPO/target}/release
-RT_GO=${RT_GO_PLUGINS:-/usr/lib/cni}
+RT_GO=${CNI_RS_GO_PLUGINS:-/usr/lib/cni}
+RT_BUSYBOX=${CNI_RS_BUSYBOX:-/bin/busybox}
 RT_NAME=$(basename "$0" .sh)
 
 rt_log() { printf '%s: %s\n' "$RT_NAME" "$*" >&2; }
@@ -41,6 +43,9 @@ rt_main() {
         return 0
     fi
     [[ $(id -u) -eq 0 ]] || rt_fail "needs root: run it as 'sudo $0'"
+    # shellcheck source=scripts/packages.sh
+    source "$RT_REPO/scripts/packages.sh"
+    need_runtime_packages || rt_fail "missing packages"
     for bin in bridge host-local; do
         [[ -x $RT_RELEASE/$bin ]] ||
             rt_fail "no $RT_RELEASE/$bin: build first (cargo build --release -p bridge -p host-local -p cnitool)"
@@ -48,18 +53,28 @@ rt_main() {
     RT_WORK=$(mktemp -d /tmp/cnirs-rt.XXXXXX)
     RT_NETNS=cnirs-rt-$$
     export RT_WORK RT_NETNS
-    trap rt_outside_cleanup EXIT INT TERM
+    trap rt_outside_cleanup EXIT
+    trap 'exit 143' INT TERM
     ip netns add "$RT_NETNS"
     local rc=0
+    # In the background, so a signal here reaches the cleanup (bash runs traps only
+    # between commands), which passes it on to the inside part.
     nsenter --net="/run/netns/$RT_NETNS" unshare --mount --propagation private \
-        bash "$0" --inside || rc=$?
+        bash "$0" --inside &
+    RT_INSIDE_PID=$!
+    wait "$RT_INSIDE_PID" || rc=$?
     exit "$rc"
 }
 
 rt_outside_cleanup() {
     local rc=$? pid
-    trap - EXIT INT TERM
+    trap - EXIT
+    trap '' INT TERM
     set +e
+    # Interrupted: let the inside part undo its setup first.
+    if [[ -n ${RT_INSIDE_PID:-} ]] && kill -TERM "$RT_INSIDE_PID" 2>/dev/null; then
+        wait "$RT_INSIDE_PID"
+    fi
     # A runtime daemon or container the inside part could not stop: end those processes
     # (all started by this test, in its namespace), then the namespace itself.
     for pid in $(ip netns pids "$RT_NETNS" 2>/dev/null); do
@@ -97,6 +112,7 @@ rt_inside_setup() {
     cp "$RT_RELEASE/bridge" "$RT_RELEASE/host-local" bin/
     cp "$RT_GO/bridge" "$RT_GO/host-local" go-bin/
     trap rt_inside_cleanup EXIT
+    trap 'exit 143' INT TERM
 }
 
 # Cleanup hooks of the test body, run in reverse order on exit inside the sandbox.
@@ -105,6 +121,8 @@ rt_on_exit() { RT_CLEANUPS=("$*" "${RT_CLEANUPS[@]}"); }
 
 rt_inside_cleanup() {
     local rc=$? c
+    trap - EXIT
+    trap '' INT TERM
     set +e
     for c in "${RT_CLEANUPS[@]}"; do
         eval "$c" >/dev/null 2>&1
@@ -148,7 +166,10 @@ rt_image_archive() {
     root=$dir/rootfs
     mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/etc" "$root/tmp" \
         "$dir/oci/blobs/sha256"
-    cp /bin/busybox "$root/bin/busybox"
+    # The image has no libc: Debian's busybox-static, not the dynamic busybox package.
+    [[ $(LC_ALL=C ldd "$RT_BUSYBOX" 2>&1 || true) == *"not a dynamic executable"* ]] ||
+        rt_fail "$RT_BUSYBOX is not statically linked: install busybox-static"
+    cp "$RT_BUSYBOX" "$root/bin/busybox"
     for applet in sh ping ip sleep cat ls hostname ifconfig route; do
         ln -s busybox "$root/bin/$applet"
     done
@@ -364,4 +385,21 @@ rt_ctr_stop() {
     wait "${RT_CTR_PIDS[$id]}" || true # ctr exits with the task's status (137)
     unset "RT_CTR_PIDS[$id]"
     ! ctr containers info "$id" >/dev/null 2>&1 || rt_fail "ctr run --rm left container $id"
+}
+
+# rt_podman_check <container> <network>: CHECK the container's attachment as libcni does
+# (each plugin of the conflist gets prevResult = the result cached at ADD) with the
+# plugins podman is currently configured with ($RT_WORK/plugins).
+rt_podman_check() {
+    local ctr=$1 net=$2 id netns cache conf out
+    id=$(podman inspect -f '{{.Id}}' "$ctr")
+    netns=$(podman inspect -f '{{.NetworkSettings.SandboxKey}}' "$ctr")
+    cache=/var/lib/cni/results/$net-$id-eth0
+    [[ -f $cache ]] || rt_fail "CHECK $ctr: no cached result $cache"
+    conf=$(jq -c --slurpfile c "$cache" \
+        '.plugins[0] + {name: .name, cniVersion: .cniVersion, prevResult: $c[0].result}' \
+        "$RT_WORK/net.d/$net.conflist")
+    out=$(CNI_COMMAND=CHECK CNI_CONTAINERID=$id CNI_NETNS=$netns CNI_IFNAME=eth0 \
+        CNI_PATH=$RT_WORK/plugins "$RT_WORK/plugins/bridge" <<<"$conf" 2>&1) ||
+        rt_fail "CHECK $ctr: $out"
 }

@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 source scripts/packages.sh
 # Not root outside CI, the tests that need a missing tool skip (with a message) instead.
 need_test_packages || [[ $EUID -ne 0 && -z ${CI:-} ]]
+if [[ $EUID -eq 0 || -n ${CI:-} ]]; then need_runtime_packages; fi
 
 state_dirs=(/var/lib/cni/networks /var/lib/cni/results)
 
@@ -68,6 +69,23 @@ if [[ $EUID -eq 0 ]]; then
     fi
 elif [[ -n ${CI:-} ]]; then
     echo "demo needs root" >&2
+    status=1
+fi
+
+# Real runtimes (podman, containerd) drive the release binaries the demo built, and the
+# live switch between the Go plugins and ours; each in its own throwaway sandbox.
+if [[ $EUID -eq 0 ]]; then
+    for t in runtime-podman runtime-containerd live-switch; do
+        if scripts/$t.sh >"/tmp/cni-rs-$t.log" 2>&1; then
+            echo "$t: passed"
+        else
+            status=1
+            echo "$t FAILED:" >&2
+            tail -40 "/tmp/cni-rs-$t.log" >&2
+        fi
+    done
+elif [[ -n ${CI:-} ]]; then
+    echo "the runtime tests need root" >&2
     status=1
 fi
 
