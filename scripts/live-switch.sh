@@ -72,8 +72,27 @@ left=$(find "$RT_WORK/data/$net" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' '
     rt_fail "unexpected files in the dataDir after Go's DEL: $left"
 
 rt_step "Go and ours allocating at once into one dataDir"
-# Go's plugins stay in $plugins; a second containers.conf points podman at ours.
+# Go's plugins stay in $plugins; a second containers.conf points podman at ours. Each
+# container start runs host-local for a few ms of a second-long podman run, so, that
+# both host-locals really meet on the store's lock, each also ADDs directly in a loop
+# (like a second runtime on the node) until the containers are up.
 rt_podman_conf "$RT_WORK/containers-ours.conf" "$RT_WORK/bin"
+ip netns add storm # in the sandbox's own /run: a netns for the direct ADDs
+rt_on_exit ip netns del storm
+ipam_conf=$(jq -c '{cniVersion, name, ipam: .plugins[0].ipam}' "$RT_WORK/net.d/$net.conflist")
+host_local() { # <plugin-dir> <verb> <container-id>
+    CNI_COMMAND=$2 CNI_CONTAINERID=$3 CNI_NETNS=/run/netns/storm CNI_IFNAME=eth0 \
+        CNI_PATH=$1 "$1/host-local" <<<"$ipam_conf"
+}
+side_dir() { if [[ $1 == go ]]; then echo "$plugins"; else echo "$RT_WORK/bin"; fi; }
+storm() { # <side>: direct ADDs until the containers are up (at most 40)
+    local i=0 out
+    while [[ ! -e $RT_WORK/started ]] && ((i < 40)); do
+        i=$((i + 1))
+        out=$(host_local "$(side_dir "$1")" ADD "storm-$1-$i") || rt_fail "$1 host-local ADD: $out"
+        jq -r '.ips[0].address' <<<"$out" | cut -d/ -f1 >>"$RT_WORK/storm-$1.ips"
+    done
+}
 per_side=4
 start_side() { # <side> <job>: per_side containers, one after another
     local i conf=$CONTAINERS_CONF
@@ -82,27 +101,51 @@ start_side() { # <side> <job>: per_side containers, one after another
         CONTAINERS_CONF=$conf rt_podman_run "par-$1-$2-$i" "$net"
     done
 }
+storms=()
+for side in go ours; do
+    storm "$side" &
+    storms+=($!)
+done
 pids=()
 for job in 1 2; do
-    start_side go "$job" &
-    pids+=($!)
-    start_side ours "$job" &
-    pids+=($!)
+    for side in go ours; do
+        start_side "$side" "$job" &
+        pids+=($!)
+    done
 done
 for pid in "${pids[@]}"; do wait "$pid" || rt_fail "a container failed to start"; done
+touch "$RT_WORK/started"
+for pid in "${storms[@]}"; do wait "$pid" || rt_fail "a direct host-local ADD failed"; done
+
 mapfile -t names < <(podman ps --format '{{.Names}}' | grep '^par-')
 total=$((per_side * 4))
 [[ ${#names[@]} -eq $total ]] || rt_fail "$total containers expected, ${#names[@]} running"
-ips=$(for c in "${names[@]}"; do rt_podman_ip "$c"; done | sort)
+direct=$(cat "$RT_WORK"/storm-*.ips | grep -c .)
+ips=$({
+    for c in "${names[@]}"; do rt_podman_ip "$c"; done
+    cat "$RT_WORK"/storm-*.ips
+} | sort)
 dups=$(uniq -d <<<"$ips")
 [[ -z $dups ]] || rt_fail "address held twice: $dups"
-[[ $(grep -c . <<<"$ips") -eq $total ]] || rt_fail "not every container has an address: $ips"
-rt_assert_attached "$net" "$total" # one lease per container, each for its own id
+[[ $(grep -c "^$p\." <<<"$ips") -eq $((total + direct)) ]] ||
+    rt_fail "not every container has an address: $ips"
 for c in "${names[@]}"; do
-    ip=$(rt_podman_ip "$c")
-    rt_assert_lease "$net" "$ip" "$(podman inspect -f '{{.Id}}' "$c")"
+    rt_assert_lease "$net" "$(rt_podman_ip "$c")" "$(podman inspect -f '{{.Id}}' "$c")"
 done
-rt_log "$total containers, $total distinct addresses, one lease each"
+leases=$(find "$RT_WORK/data/$net" -type f -regextype posix-extended -regex '.*/[0-9a-f.:]+' | wc -l)
+[[ $leases -eq $((total + direct)) ]] || rt_fail "$((total + direct)) leases expected, $leases found"
+rt_log "$total containers and $direct direct ADDs: all addresses distinct, one lease each"
+
+# Each side's direct leases are released by the other side's host-local.
+for side in go ours; do
+    other=go
+    [[ $side == go ]] && other=ours
+    n=$(grep -c . "$RT_WORK/storm-$side.ips")
+    for i in $(seq "$n"); do
+        host_local "$(side_dir "$other")" DEL "storm-$side-$i" >/dev/null ||
+            rt_fail "$other host-local DEL of storm-$side-$i"
+    done
+done
 podman rm -f -t 0 "${names[@]}" >/dev/null
 rt_assert_clean "$net" "after the concurrent run"
 rt_pass
