@@ -52,7 +52,8 @@ rt_main() {
     done
     RT_WORK=$(mktemp -d /tmp/cnirs-rt.XXXXXX)
     RT_NETNS=cnirs-rt-$$
-    export RT_WORK RT_NETNS
+    RT_CGROUP=/$RT_NETNS
+    export RT_WORK RT_NETNS RT_CGROUP
     trap rt_outside_cleanup EXIT
     trap 'exit 143' INT TERM
     ip netns add "$RT_NETNS"
@@ -81,6 +82,9 @@ rt_outside_cleanup() {
         kill -9 "$pid" 2>/dev/null
     done
     ip netns del "$RT_NETNS" 2>/dev/null
+    # The containers' cgroups (all below /$RT_NETNS: RT_CGROUP), once empty.
+    find /sys/fs/cgroup -mindepth 1 -maxdepth 2 -type d -name "$RT_NETNS" \
+        -exec find {} -depth -type d -delete \; 2>/dev/null
     if [[ -n ${RT_KEEP:-} ]]; then
         rt_log "kept $RT_WORK"
     else
@@ -242,7 +246,8 @@ rt_podman_teardown() {
 rt_podman_run() {
     local name=$1 net=$2
     shift 2
-    podman run -d --name "$name" --network "$net" "$@" localhost/cnirs-busybox:1 \
+    podman run -d --name "$name" --network "$net" --cgroup-parent "$RT_CGROUP" "$@" \
+        localhost/cnirs-busybox:1 \
         sleep 100000 >/dev/null || rt_fail "podman run $name on $net"
 }
 
@@ -356,8 +361,8 @@ rt_containerd_teardown() {
 declare -A RT_CTR_PIDS
 rt_ctr_run() {
     local id=$1 i
-    ctr run --snapshotter native --cni --rm --null-io localhost/cnirs-busybox:1 "$id" \
-        sleep 100000 &
+    ctr run --snapshotter native --cni --rm --null-io --cgroup "$RT_CGROUP/$id" \
+        localhost/cnirs-busybox:1 "$id" sleep 100000 &
     RT_CTR_PIDS[$id]=$!
     for i in $(seq 100); do
         [[ -n $(rt_ctr_ip "$id" 2>/dev/null) ]] && return 0
