@@ -64,7 +64,8 @@ scenario() {
         rt_fail "ctr DELed with a netns, not the case under test"
 }
 
-# containerd 1.6's libcni (1.1) speaks up to 1.0.0; 0.4.0 is what older conflists say.
+# containerd 1.6's libcni (1.1) speaks up to 1.0.0; 0.4.0 and 0.3.1 are what older conflists say.
 scenario 1.0.0 cnirs-v100 cnirs100 10.99.3
 scenario 0.4.0 cnirs-v040 cnirs040 10.99.4
+scenario 0.3.1 cnirs-v031 cnirs031 10.99.7
 rt_pass

@@ -109,6 +109,9 @@ rt_inside_setup() {
     mount -t tmpfs tmpfs /run
     mount -t tmpfs tmpfs /var/lib
     mount -t tmpfs tmpfs /opt
+    # Podman's package ships /etc/cni/net.d; a bind needs it, and the machine's /etc is
+    # not ours to add to.
+    [[ -d /etc/cni/net.d ]] || rt_fail "no /etc/cni/net.d to cover (reinstall podman)"
     mount --bind net.d /etc/cni/net.d
     mkdir -p /opt/cni /var/lib/cni /run/netns
     ln -s "$RT_WORK/bin" /opt/cni/bin

@@ -58,7 +58,8 @@ scenario() {
     rt_assert_clean "$net" "podman network rm"
 }
 
-# Podman's libcni (1.1) speaks up to 1.0.0; 0.4.0 is what older conflists say.
+# Podman's libcni (1.1) speaks up to 1.0.0; 0.4.0 and 0.3.1 are what older conflists say.
 scenario 1.0.0 cnirs-v100 cnirs100 10.99.1
 scenario 0.4.0 cnirs-v040 cnirs040 10.99.2
+scenario 0.3.1 cnirs-v031 cnirs031 10.99.6
 rt_pass
