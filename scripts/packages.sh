@@ -4,6 +4,7 @@
 #
 # Environment:
 #   CNI_RS_GO_PLUGINS=DIR   where the Go reference plugins are [default: /usr/lib/cni]
+#   CNI_RS_BUSYBOX=FILE     the static busybox of the runtime tests' image [default: /bin/busybox]
 
 # need_packages <why> <command-or-/path>:<debian-package>...
 # A requirement is met when the command is in PATH (or, for an absolute path, the file
@@ -54,4 +55,14 @@ need_install_check_packages() {
     need_packages "the cluster install checks" musl-gcc:musl-tools podman:podman runc:runc \
         jq:jq /usr/lib/python3/dist-packages/kubernetes:python3-kubernetes \
         /usr/lib/python3/dist-packages/yaml:python3-yaml
+}
+
+# What the runtime tests (runtime-*.sh, live-switch.sh) run: podman and a containerd with
+# runc, busybox-static for their image, jq for CHECK, the firewall tools they inspect,
+# and the Go plugins for the live switch.
+need_runtime_packages() {
+    need_packages "the runtime tests" ip:iproute2 iptables-save:iptables nft:nftables \
+        podman:podman containerd:containerd ctr:containerd runc:runc jq:jq \
+        "${CNI_RS_BUSYBOX:-/bin/busybox}:busybox-static" \
+        "${CNI_RS_GO_PLUGINS:-/usr/lib/cni}/bridge:containernetworking-plugins"
 }

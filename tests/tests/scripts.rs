@@ -37,6 +37,15 @@ fn fake_path(tools: &[&str], apt: bool) -> TempDir {
 }
 
 fn run(path: &TempDir, go_plugins: &Path, function: &str) -> Output {
+    run_with(
+        path,
+        go_plugins,
+        Path::new("/nonexistent/busybox"),
+        function,
+    )
+}
+
+fn run_with(path: &TempDir, go_plugins: &Path, busybox: &Path, function: &str) -> Output {
     Command::new("/bin/bash")
         .args([
             "-c",
@@ -45,6 +54,7 @@ fn run(path: &TempDir, go_plugins: &Path, function: &str) -> Output {
         .env_clear()
         .env("PATH", path.path())
         .env("CNI_RS_GO_PLUGINS", go_plugins)
+        .env("CNI_RS_BUSYBOX", busybox)
         .output()
         .unwrap()
 }
@@ -129,4 +139,49 @@ fn without_apt_get_the_error_names_the_packages() {
         stderr.contains("missing packages for the tests (Debian names): iputils-ping nftables"),
         "{stderr}"
     );
+}
+
+#[test]
+fn the_runtime_tests_install_their_runtimes() {
+    let go = TempDir::new("go");
+    std::fs::write(go.join("bridge"), "").unwrap();
+    let path = fake_path(&["ip", "iptables-save", "nft", "runc"], true);
+    let out = run(&path, go.path(), "need_runtime_packages");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let wanted = "podman containerd jq busybox-static";
+    if is_root() {
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(
+            apt_calls(&path),
+            ["update -q".to_string(), format!("install -y -q {wanted}")]
+        );
+        assert!(
+            stderr.contains(&format!("installing {wanted} (the runtime tests)")),
+            "{stderr}"
+        );
+    } else {
+        assert!(!out.status.success());
+        assert!(stderr.contains(wanted), "{stderr}");
+    }
+
+    // With all of them there, nothing is installed.
+    let tools = [
+        "ip",
+        "iptables-save",
+        "nft",
+        "runc",
+        "podman",
+        "containerd",
+        "ctr",
+        "jq",
+    ];
+    let path = fake_path(&tools, true);
+    let busybox = go.join("bridge");
+    let out = run_with(&path, go.path(), &busybox, "need_runtime_packages");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(apt_calls(&path).is_empty());
 }
