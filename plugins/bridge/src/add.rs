@@ -173,6 +173,7 @@ fn setup_veth(
     loop {
         match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns.as_fd()) {
             Ok(()) => {
+                rollback.host_veth = Some(host_name.clone());
                 fault::point("bridge.veth-created")?;
                 break;
             }
@@ -189,7 +190,6 @@ fn setup_veth(
         }
     }
     let host_veth = host::link_named(host, &host_name, "failed to lookup")?;
-    rollback.host_veth = Some(host_veth.index);
     let ctr_veth = host::link_named(ctr, &args.ifname, "failed to lookup")?;
 
     host.set_master(host_veth.index, br.index).context(format!(
