@@ -33,8 +33,8 @@ use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use support::*;
 
-const SUBNET: &str = "10.1.20.0/24";
-const SUBNET_BASE: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 1, 20, 0);
+/// Dual stack: masquerade and gateways run one batch or step per family.
+const SUBNETS: [&str; 2] = ["10.1.20.0/24", "fd00:20::/64"];
 /// Cases run at the same time, each in its own namespaces and dataDir.
 const WORKERS: usize = 4;
 
@@ -48,6 +48,7 @@ const BRIDGE_ADD: &[&str] = &[
     "bridge.routes",
     "bridge.gateway-addresses",
     "bridge.forwarding",
+    "firewall.iptables-family-set",
     "bridge.ipmasq-set",
     "bridge.result-ready",
 ];
@@ -55,6 +56,7 @@ const BRIDGE_DEL: &[&str] = &[
     "bridge.links-deleted",
     "bridge.ipam-released",
     "bridge.spoofcheck-removed",
+    "firewall.iptables-family-removed",
     "bridge.ipmasq-removed",
 ];
 const HOST_LOCAL_ADD: &[&str] = &[
@@ -69,7 +71,7 @@ const HOST_LOCAL_DEL: &[&str] = &[
     "host-local.lease-removed",
     "host-local.index-written",
 ];
-/// Firewall batches: these run with both masquerade backends, the others with iptables.
+/// Masquerade steps: these run with both backends, the others with iptables.
 const FIREWALL_STEPS: &[&str] = &["bridge.ipmasq-set", "bridge.ipmasq-removed"];
 
 #[derive(Debug, Clone)]
@@ -93,8 +95,9 @@ impl Case {
         format!("{}:{} ({}{gone})", self.step(), self.action, self.backend)
     }
 
+    /// The point is in the bridge process (its own steps and the firewall's).
     fn in_bridge(&self) -> bool {
-        self.point.starts_with("bridge.")
+        !self.point.starts_with("host-local.")
     }
 }
 
@@ -210,7 +213,7 @@ fn run_case(bins: &Path, n: usize, case: &Case) {
     );
     let conf = env.conf(
         "1.1.0",
-        &[SUBNET],
+        &SUBNETS,
         json!({"ipMasq": true, "ipMasqBackend": case.backend, "macspoofchk": true}),
     );
     let mut ctr = NamedNetns::new("ctr");
@@ -274,14 +277,33 @@ fn run_case(bins: &Path, n: usize, case: &Case) {
 
     // The same container attaches again, with an address that works.
     let again = env.add(&ctr, &id, &conf);
-    let gw = again["ips"][0]["gateway"].as_str().unwrap().to_string();
-    assert!(
-        ping(&ctr, &gw),
-        "re-added container cannot ping its gateway {gw}"
-    );
+    for ip in again["ips"].as_array().unwrap() {
+        let gw = ip["gateway"].as_str().unwrap();
+        assert!(
+            ping(&ctr, gw),
+            "re-added container cannot ping its gateway {gw}"
+        );
+    }
     env.del(&ctr, &id, &with_prev(&conf, &again));
     env.del(&by_ctr, &by, &with_prev(&conf, &by_result));
     env.assert_clean_with(&ctr);
+}
+
+/// Whether `ip` lies in `subnet` (`addr/prefix`).
+fn in_subnet(ip: IpAddr, subnet: &str) -> bool {
+    let (net, prefix) = subnet.split_once('/').unwrap();
+    let prefix: u32 = prefix.parse().unwrap();
+    match (ip, net.parse().unwrap()) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = u128::MAX.checked_shl(128 - prefix).unwrap_or(0);
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
 }
 
 /// Waits (at most 10 s) until the host has no veth but those of `keep`.
@@ -391,7 +413,12 @@ fn assert_container_gone(env: &Env, ctr: &NamedNetns, id: &str, keep: &[&Value])
 fn assert_store_consistent(env: &Env, leases: &[String]) {
     // Nothing else in the store: a killed writer's temporary lease is gone too.
     if let Ok(dir) = std::fs::read_dir(env.data.join(NETWORK)) {
-        let known = ["lock", "last_reserved_ip.0", "index.host-local"];
+        let known = [
+            "lock",
+            "last_reserved_ip.0",
+            "last_reserved_ip.1",
+            "index.host-local",
+        ];
         let others: Vec<String> = dir
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| !known.contains(&n.as_str()) && !leases.contains(n))
@@ -417,12 +444,17 @@ fn assert_store_consistent(env: &Env, leases: &[String]) {
         "host-local's index disagrees with the leases"
     );
     drop(store);
-    let marker = env.data.join(NETWORK).join("last_reserved_ip.0");
-    if let Ok(text) = std::fs::read_to_string(&marker) {
-        let in_subnet = |ip: std::net::Ipv4Addr| u32::from(ip) >> 8 == u32::from(SUBNET_BASE) >> 8;
-        assert!(
-            text.parse().is_ok_and(in_subnet),
-            "last_reserved_ip.0 is {text:?}, not an address of {SUBNET}"
-        );
+    for (set, subnet) in SUBNETS.iter().enumerate() {
+        let marker = env
+            .data
+            .join(NETWORK)
+            .join(format!("last_reserved_ip.{set}"));
+        if let Ok(text) = std::fs::read_to_string(&marker) {
+            assert!(
+                text.parse().is_ok_and(|ip| in_subnet(ip, subnet)),
+                "{} is {text:?}, not an address of {subnet}",
+                marker.display()
+            );
+        }
     }
 }
