@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod error;
+pub mod fault;
 pub mod gojson;
 pub mod goquote;
 pub mod invoke;

@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 
 use ipnetwork::IpNetwork;
+use libcni::fault;
 
 use super::error::{FirewallError, Result};
 use super::exec;
@@ -239,21 +240,21 @@ pub fn setup(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<()>
         let wanted = desired_rules(&chain, &comment, ips, family);
         // A new attachment costs one process: `-N` makes the restore fail, atomically and
         // changing nothing, when the chain exists; then we merge with what is there.
-        if create_fresh(family, &chain, &wanted).is_ok() {
-            continue;
-        }
-        read_plan_apply(family, false, |table| {
-            let mut lines = Vec::new();
-            if !table.chains.contains(&chain) {
-                lines.push(format!(":{chain} - [0:0]"));
-            }
-            for rule in &wanted {
-                if !table.has_rule(rule) && !lines.contains(rule) {
-                    lines.push(rule.clone());
+        if create_fresh(family, &chain, &wanted).is_err() {
+            read_plan_apply(family, false, |table| {
+                let mut lines = Vec::new();
+                if !table.chains.contains(&chain) {
+                    lines.push(format!(":{chain} - [0:0]"));
                 }
-            }
-            lines
-        })?;
+                for rule in &wanted {
+                    if !table.has_rule(rule) && !lines.contains(rule) {
+                        lines.push(rule.clone());
+                    }
+                }
+                lines
+            })?;
+        }
+        fault::point("firewall.iptables-family-set")?;
     }
     Ok(())
 }
@@ -286,6 +287,7 @@ pub fn teardown(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<
         if let Err(e) = read_plan_apply(family, true, |table| table.removal_of(&chain)) {
             errs.push(e);
         }
+        fault::point("firewall.iptables-family-removed")?;
     }
     FirewallError::collect(errs)
 }

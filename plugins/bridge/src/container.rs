@@ -4,9 +4,9 @@
 use crate::fail::{Context, fail};
 use hostnet::netlink::{Netlink, RouteSpec};
 use hostnet::sysctl;
-use libcni::Error;
 use libcni::netns::Netns;
 use libcni::types::CniResult;
+use libcni::{Error, fault};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -74,6 +74,7 @@ pub fn configure_iface(
             *slot = ip.gateway;
         }
     }
+    fault::point("bridge.container-addresses")?;
     nl.set_up(ifindex)
         .context(format!("failed to set {ifname:?} UP"))?;
     // With DAD off this returns at once; with `enabledad` it waits for DAD to finish.
@@ -111,5 +112,6 @@ pub fn configure_iface(
         }
         added.push(spec);
     }
+    fault::point("bridge.routes")?;
     Ok(())
 }

@@ -10,10 +10,10 @@ use crate::fail::Context;
 use hostnet::firewall::{self, spoofcheck};
 use hostnet::netlink::{Link, Netlink};
 use ipnetwork::IpNetwork;
-use libcni::Error;
 use libcni::netns::{Netns, NetnsError};
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
+use libcni::{Error, fault};
 use std::os::fd::AsFd;
 
 /// What DEL found of the container side.
@@ -46,6 +46,7 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
         ContainerSide::NoLink(ns) => delete_host_veths(&conf, prev.as_ref(), Some(&ns))?,
         ContainerSide::Unreachable => delete_host_veths(&conf, prev.as_ref(), None)?,
     }
+    fault::point("bridge.links-deleted")?;
 
     let mut errors = Vec::new();
     if conf.is_layer3() {
@@ -53,6 +54,7 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
         if let Err(e) = ipam.run("DEL") {
             errors.push(e);
         }
+        fault::point("bridge.ipam-released")?;
     }
     if conf.macspoofchk
         && let Err(e) = spoofcheck::teardown(&args.container_id, &args.ifname)
@@ -62,6 +64,9 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
             e,
         ));
     }
+    if conf.macspoofchk {
+        fault::point("bridge.spoofcheck-removed")?;
+    }
     if conf.is_layer3() && conf.ip_masq {
         let att = conf.attachment(args);
         if let Err(e) = firewall::teardown_ipmasq(&att, &ips) {
@@ -70,6 +75,7 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
                 e,
             ));
         }
+        fault::point("bridge.ipmasq-removed")?;
     }
     // The first error is returned so the runtime retries; everything else was still done.
     match errors.into_iter().next() {

@@ -9,7 +9,9 @@ use libcni::skel::CmdArgs;
 
 #[derive(Default)]
 pub struct Rollback {
-    pub host_veth: Option<u32>,
+    /// The host end's name, known from the moment the pair exists (a failure looking it up
+    /// must still remove it).
+    pub host_veth: Option<String>,
     pub spoofcheck: bool,
     pub ipam: bool,
     pub ipmasq: Vec<IpNetwork>,
@@ -31,8 +33,11 @@ impl Rollback {
         {
             log("remove mac spoof check", &e);
         }
-        if let Some(index) = self.host_veth {
-            match host.delete_link(index) {
+        if let Some(name) = self.host_veth {
+            let deleted = host
+                .link_by_name(&name)
+                .and_then(|link| link.map_or(Ok(()), |l| host.delete_link(l.index)));
+            match deleted {
                 Err(e) if !e.is_no_device() => log("delete veth", &e),
                 _ => {}
             }

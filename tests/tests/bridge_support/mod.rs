@@ -41,11 +41,16 @@ impl Env {
     }
 
     pub fn with_bridge(tag: &str, bridge_bin: PathBuf) -> Env {
+        Env::with_plugins(tag, bridge_bin, bin_path("host-local"))
+    }
+
+    /// `bridge_bin` as `bridge` and `host_local_bin` as `host-local` in CNI_PATH.
+    pub fn with_plugins(tag: &str, bridge_bin: PathBuf, host_local_bin: PathBuf) -> Env {
         let host = NamedNetns::new(&format!("{tag}-h"));
         let data = TempDir::new(&format!("{tag}-data"));
         let cni = TempDir::new(&format!("{tag}-cni"));
         std::os::unix::fs::symlink(&bridge_bin, cni.join("bridge")).unwrap();
-        std::os::unix::fs::symlink(bin_path("host-local"), cni.join("host-local")).unwrap();
+        std::os::unix::fs::symlink(host_local_bin, cni.join("host-local")).unwrap();
         // The host netns starts with lo down; pings to the gateway need nothing else.
         host.exec_in(&["ip", "link", "set", "lo", "up"]);
         Env {

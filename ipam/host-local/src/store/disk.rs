@@ -11,6 +11,7 @@
 use super::index::{self, Entry, Stamp, Tag};
 use super::lock::{self, LOCK_FILE};
 use super::{Attachment, Holder, Store, StoreError};
+use libcni::fault;
 use nix::libc;
 use std::collections::HashSet;
 use std::fs::{self, File, FileTimes, OpenOptions};
@@ -79,6 +80,7 @@ impl DiskStore {
             Err(e) => return Err(StoreError::io("inspecting store directory", &dir, e)),
         }
         let lock = lock::acquire(&dir.join(LOCK_FILE), wait)?;
+        fault::point("host-local.lock-taken")?;
         let mut store = DiskStore {
             dir,
             entries: Vec::new(),
@@ -214,13 +216,13 @@ impl DiskStore {
             .open(&tmp)
             .map_err(fail)?;
         // link(2) never replaces: an existing file, symlink or directory means taken.
-        let linked =
-            file.write_all_at(content, 0)
-                .and_then(|()| match fs::hard_link(&tmp, &path) {
-                    Ok(()) => Ok(true),
-                    Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
-                    Err(e) => Err(e),
-                });
+        let linked = injected("host-local.lease-created")
+            .and_then(|()| file.write_all_at(content, 0))
+            .and_then(|()| match fs::hard_link(&tmp, &path) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(e),
+            });
         let _ = fs::remove_file(&tmp);
         linked.map_err(fail)
     }
@@ -239,6 +241,7 @@ impl DiskStore {
             }
         } else {
             self.write_index(&path)
+                .and_then(|()| injected("host-local.index-written"))
         };
         if let Err(e) = result {
             libcni::log!("host-local: writing {}: {e}", path.display());
@@ -333,6 +336,11 @@ fn read_nofollow(path: &Path, max: u64) -> Option<Vec<u8>> {
     read_regular(open_read(path, libc::O_NOFOLLOW).ok()?, max)
 }
 
+/// A fault-injection point as an IO error, for steps whose errors are IO errors.
+fn injected(name: &str) -> io::Result<()> {
+    fault::point(name).map_err(io::Error::other)
+}
+
 fn remove_if_present(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
@@ -384,7 +392,10 @@ impl Store for DiskStore {
             return Ok(false);
         }
         let last = self.dir.join(format!("{LAST_RESERVED_PREFIX}{set}"));
-        if let Err(e) = write_small(&last, ip.to_string().as_bytes()) {
+        let marked = injected("host-local.lease-written")
+            .and_then(|()| write_small(&last, ip.to_string().as_bytes()))
+            .and_then(|()| injected("host-local.last-reserved-written"));
+        if let Err(e) = marked {
             let _ = fs::remove_file(&path);
             return Err(StoreError::io("writing", &last, e));
         }
@@ -464,6 +475,9 @@ impl Store for DiskStore {
                 }
             }
             gone.push(*ip);
+        }
+        if let Err(e) = fault::point("host-local.lease-removed") {
+            failure.get_or_insert(e.into());
         }
         self.forget(gone);
         failure.map_or(Ok(()), Err)

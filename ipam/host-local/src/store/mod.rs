@@ -88,6 +88,8 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    #[error(transparent)]
+    Injected(#[from] libcni::fault::Injected),
     #[error("{} is not a directory", .0.display())]
     NotADirectory(PathBuf),
     #[error("{} is a {what}, not a regular file: remove it", path.display())]
