@@ -1,11 +1,11 @@
 //! cnitool end to end against logging shell-script plugins (no root needed): arguments,
 //! environment, container ID, output, cache files and errors.
 
-use libcni::testutil::TempDir;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use testkit::TempDir;
 
 const SCRIPT: &str = r#"#!/bin/sh
 d="@DIR@"

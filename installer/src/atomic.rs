@@ -120,7 +120,7 @@ fn sync_dir(dir: &Path) -> Result<(), FileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use libcni::testutil::TempDir;
+    use testkit::TempDir;
 
     #[test]
     fn writes_then_skips_identical_content() {

@@ -74,7 +74,7 @@ mod tests {
 
     #[test]
     fn reads_the_interface_mtu() {
-        let dir = libcni::testutil::TempDir::new("cni-install-mtu");
+        let dir = testkit::TempDir::new("cni-install-mtu");
         std::fs::create_dir_all(dir.join("net")).unwrap();
         std::fs::create_dir_all(dir.join("sys/ens3")).unwrap();
         std::fs::write(

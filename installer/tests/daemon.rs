@@ -193,7 +193,7 @@ fn once_with_read_only(node: &Node, ro_dir: &str) -> std::process::Output {
 
 #[test]
 fn read_only_bin_dir_is_a_clear_error_and_no_conflist() {
-    if !libcni::testutil::privileged("read_only_bin_dir_is_a_clear_error_and_no_conflist") {
+    if !testkit::privileged("read_only_bin_dir_is_a_clear_error_and_no_conflist") {
         return;
     }
     let node = Node::new(&["10.244.3.0/24"]);
@@ -213,7 +213,7 @@ fn read_only_bin_dir_is_a_clear_error_and_no_conflist() {
 
 #[test]
 fn read_only_conf_dir_is_a_clear_error() {
-    if !libcni::testutil::privileged("read_only_conf_dir_is_a_clear_error") {
+    if !testkit::privileged("read_only_conf_dir_is_a_clear_error") {
         return;
     }
     let node = Node::new(&["10.244.3.0/24"]);

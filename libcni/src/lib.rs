@@ -10,7 +10,6 @@ pub mod invoke;
 pub mod netns;
 pub mod runtime;
 pub mod skel;
-pub mod testutil;
 pub mod types;
 pub mod version;
 

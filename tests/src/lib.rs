@@ -12,7 +12,7 @@
 //! - [`CnitoolHost`] / [`cnitool_container_id`]: our cnitool in a fake host netns.
 //! - [`fuzz`]: the fuzz targets' bodies (run by `fuzz/` and by the replay test).
 //!
-//! Privileged tests start with `if !libcni::testutil::privileged("name") { return; }`.
+//! Privileged tests start with `if !testkit::privileged("name") { return; }`.
 
 mod bins;
 mod cnitool;

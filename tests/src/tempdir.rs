@@ -1,3 +1,3 @@
-//! A temporary directory removed on drop: the one libcni's own tests use.
+//! A temporary directory removed on drop: the one every crate's unit tests use.
 
-pub use libcni::testutil::TempDir;
+pub use testkit::TempDir;

@@ -5,9 +5,9 @@
 mod support;
 
 use cni_tests::NamedNetns;
-use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use support::*;
+use testkit::privileged;
 
 /// What one ADD should produce for a set of subnets.
 struct Case {

@@ -5,9 +5,9 @@
 mod support;
 
 use cni_tests::NamedNetns;
-use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use support::*;
+use testkit::privileged;
 
 /// A prevResult edit and the start of the error CHECK must give for it.
 type Edit = fn(&mut Value);

@@ -5,9 +5,9 @@
 mod support;
 
 use cni_tests::NamedNetns;
-use libcni::testutil::privileged;
 use serde_json::json;
 use support::*;
+use testkit::privileged;
 
 fn bare(cidr: &str) -> &str {
     cidr.split('/').next().unwrap()

@@ -6,9 +6,9 @@
 mod support;
 
 use cni_tests::{NamedNetns, PluginOutput, bin_path, go_plugin_path};
-use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use support::*;
+use testkit::privileged;
 
 fn run_with(
     env: &Env,

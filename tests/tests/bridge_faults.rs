@@ -5,9 +5,9 @@
 mod support;
 
 use cni_tests::{NamedNetns, PluginRun, TempDir};
-use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use support::*;
+use testkit::privileged;
 
 /// Masquerade (iptables) and spoof check on, so a leak of either shows.
 fn full_conf(env: &Env, version: &str, subnets: &[&str]) -> Value {

@@ -6,9 +6,9 @@
 mod support;
 
 use cni_tests::NamedNetns;
-use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use support::*;
+use testkit::privileged;
 
 const OTHER: &str = "othernet";
 

@@ -11,9 +11,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cni_tests::NamedNetns;
-use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use support::*;
+use testkit::privileged;
 
 const OTHER: &str = "othernet";
 const OTHER_BRIDGE: &str = "bridge1";

@@ -5,9 +5,9 @@
 //! Needs root and built binaries (`cargo build --workspace`).
 
 use cni_tests::{CnitoolHost, NamedNetns, bin_dir, cnitool_container_id};
-use libcni::testutil::privileged;
 use serde_json::Value;
 use std::process::Output;
+use testkit::privileged;
 
 const NETWORK: &str = "fullstack";
 

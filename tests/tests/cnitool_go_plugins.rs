@@ -3,9 +3,9 @@
 //! the container ID it derives. Needs root and a built cnitool (`cargo build -p cnitool`).
 
 use cni_tests::{CnitoolHost, GO_PLUGIN_DIR, NamedNetns, cnitool_container_id, go_plugin_path};
-use libcni::testutil::privileged;
 use serde_json::Value;
 use std::process::Output;
+use testkit::privileged;
 
 struct Setup {
     cni: CnitoolHost,

@@ -29,9 +29,9 @@ use cni_tests::{NamedNetns, PluginOutput, bin_dir};
 use host_local::store::Store;
 use host_local::store::disk::DiskStore;
 use hostnet::firewall::names;
-use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use support::*;
+use testkit::privileged;
 
 /// Dual stack: masquerade and gateways run one batch or step per family.
 const SUBNETS: [&str; 2] = ["10.1.20.0/24", "fd00:20::/64"];

@@ -7,9 +7,9 @@
 mod support;
 
 use cni_tests::{NamedNetns, PluginOutput, PluginRun, TempDir, bin_path, go_plugin_path};
-use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use support::{error_of, links, normalize_result};
+use testkit::privileged;
 
 const NETWORK: &str = "gonet";
 const MAC: &str = "02:00:00:00:00:07";

@@ -179,7 +179,7 @@ fn status_fails_when_the_store_cannot_be_written() {
 /// DEL of an unknown attachment succeeds, and nothing is written.
 #[test]
 fn status_is_50_on_a_read_only_store() {
-    if !libcni::testutil::privileged("status_is_50_on_a_read_only_store") {
+    if !testkit::privileged("status_is_50_on_a_read_only_store") {
         return;
     }
     let net = Net::new("hl-status-rofs");

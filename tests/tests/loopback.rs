@@ -9,11 +9,11 @@
 mod support;
 
 use cni_tests::{NamedNetns, PluginOutput, PluginRun, TempDir, bin_path, go_plugin_path};
-use libcni::testutil::privileged;
 use serde_json::{Value, json};
 use std::ffi::OsStr;
 use std::path::Path;
 use support::{Env, GO_VERSIONS, merge, ping};
+use testkit::privileged;
 
 fn conf(version: &str, extra: Value) -> Value {
     merge(

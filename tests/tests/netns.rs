@@ -6,7 +6,7 @@ use std::path::Path;
 
 use cni_tests::{NamedNetns, PluginRun, TempDir};
 use libcni::netns::{Netns, NetnsError, is_current_netns};
-use libcni::testutil::privileged;
+use testkit::privileged;
 
 /// Inode of the netns the calling thread is in.
 fn thread_netns_inode() -> u64 {
@@ -86,7 +86,7 @@ fn tmpfs_file_is_not_netns() {
     let dir = Path::new("/dev/shm");
     let tmpfs =
         nix::sys::statfs::statfs(dir).unwrap().filesystem_type() == nix::sys::statfs::TMPFS_MAGIC;
-    if !libcni::testutil::available("tmpfs_file_is_not_netns", "/dev/shm on tmpfs", tmpfs) {
+    if !testkit::available("tmpfs_file_is_not_netns", "/dev/shm on tmpfs", tmpfs) {
         return;
     }
     let file = dir.join(format!("cnirs-notns-{}", std::process::id()));

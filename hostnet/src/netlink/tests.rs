@@ -14,7 +14,7 @@ use nix::sched::CloneFlags;
 use super::{IpFamily, Netlink, RouteSpec};
 use crate::sysctl;
 use crate::testnet::{in_netns, new_netns};
-use libcni::testutil::privileged;
+use testkit::privileged;
 
 /// When privileged, runs `f` with a connection into a new, empty network
 /// namespace (the fake host), on a thread of its own.

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use libcni::testutil::TempDir;
+use testkit::TempDir;
 
 pub use apiserver::ApiServer;
 

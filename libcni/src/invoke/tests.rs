@@ -1,6 +1,6 @@
 use super::*;
-use crate::testutil::TempDir;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use testkit::TempDir;
 
 /// A directory of small shell-script plugins, removed on drop.
 struct PluginDir(TempDir);

@@ -5,8 +5,8 @@
 use std::process::Command;
 
 use ipnetwork::IpNetwork;
-use libcni::testutil::{TempDir, privileged};
 use serde_json::Value;
+use testkit::{TempDir, privileged};
 
 use super::support::{NetnsThread, nat_rules, nft_list, output_with_stdin};
 use crate::firewall::{
@@ -85,7 +85,7 @@ fn interop_with_go_bridge_plugin() {
     if !privileged("interop_with_go_bridge_plugin") {
         return;
     }
-    if !libcni::testutil::available(
+    if !testkit::available(
         "interop_with_go_bridge_plugin",
         GO_BRIDGE,
         std::path::Path::new(GO_BRIDGE).exists(),

@@ -6,8 +6,8 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use ipnetwork::IpNetwork;
-use libcni::testutil::privileged;
 use nix::sched::{CloneFlags, unshare};
+use testkit::privileged;
 
 use crate::testnet::in_netns;
 

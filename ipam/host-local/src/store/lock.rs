@@ -117,7 +117,7 @@ fn holder_pid(file: &File) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use libcni::testutil::TempDir;
+    use testkit::TempDir;
 
     #[test]
     fn a_held_lock_times_out_naming_its_holder() {

@@ -104,7 +104,7 @@ mod tests {
     #[test]
     fn disk_store_releases_empty_leases() {
         use crate::store::disk::DiskStore;
-        let data = libcni::testutil::TempDir::new("hl-gc-empty");
+        let data = testkit::TempDir::new("hl-gc-empty");
         let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
         let a = Attachment::new("a", "eth0");
         let mut s = DiskStore::open(data.path(), "net", true).unwrap().unwrap();

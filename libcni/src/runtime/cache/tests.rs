@@ -1,6 +1,6 @@
 use super::*;
-use crate::testutil::TempDir;
 use std::os::unix::fs::PermissionsExt;
+use testkit::TempDir;
 
 const CONFIG: &[u8] =
     b"{\"cniVersion\":\"1.0.0\",\"name\":\"net\",\"plugins\":[{\"type\":\"bridge\"}]}\n";

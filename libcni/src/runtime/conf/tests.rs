@@ -1,5 +1,5 @@
 use super::*;
-use crate::testutil::TempDir;
+use testkit::TempDir;
 
 /// A config directory for one test.
 struct Dir(TempDir);

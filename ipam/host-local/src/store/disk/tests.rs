@@ -2,8 +2,8 @@
 //! the index's trust rules.
 
 use super::*;
-use libcni::testutil::TempDir;
 use std::os::unix::fs::{PermissionsExt, symlink};
+use testkit::TempDir;
 
 fn tmp(tag: &str) -> TempDir {
     TempDir::new(&format!("hl-disk-{tag}"))

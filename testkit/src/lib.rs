@@ -1,11 +1,12 @@
-//! Test support shared by every crate: gating for privileged tests (they need root for
-//! namespaces, links, mounts and firewall rules) and a temporary directory.
+//! Test support shared by every crate's tests (a dev-dependency only, so none of it ships
+//! in a plugin): gating for privileged tests (they need root for namespaces, links, mounts
+//! and firewall rules) and a temporary directory.
 //!
 //! Every privileged test starts with:
 //!
 //! ```no_run
 //! # fn example() {
-//! if !libcni::testutil::privileged("bridge_add_creates_veth") {
+//! if !testkit::privileged("bridge_add_creates_veth") {
 //!     return;
 //! }
 //! // ... the test, in its own network namespace ...
@@ -38,8 +39,7 @@ pub fn available(test: &str, what: &str, present: bool) -> bool {
 }
 
 /// A fresh, empty directory under `std::env::temp_dir()`, named `cnirs-<prefix>-<pid>-<n>`,
-/// removed with everything in it on drop. Here (not in a test crate) so libcni's own unit
-/// tests and every crate's tests can share it.
+/// removed with everything in it on drop.
 #[derive(Debug)]
 pub struct TempDir {
     path: std::path::PathBuf,
