@@ -76,21 +76,31 @@ fn installs_only_the_missing_packages_and_says_why() {
     let go = TempDir::new("nogo");
     let path = fake_path(&["ip", "ping"], true);
     let out = run(&path, go.path(), "need_test_packages");
+    assert_installs(
+        &path,
+        &out,
+        "iptables nftables containernetworking-plugins",
+        "the tests",
+    );
+}
+
+/// As root, one apt-get run installed exactly `wanted`, saying `why`; otherwise nothing ran
+/// and the error names them.
+fn assert_installs(path: &TempDir, out: &Output, wanted: &str, why: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let wanted = "iptables nftables containernetworking-plugins";
     if is_root() {
         assert!(out.status.success(), "{stderr}");
         assert_eq!(
-            apt_calls(&path),
+            apt_calls(path),
             ["update -q".to_string(), format!("install -y -q {wanted}")]
         );
         assert!(
-            stderr.contains(&format!("installing {wanted} (the tests)")),
+            stderr.contains(&format!("installing {wanted} ({why})")),
             "{stderr}"
         );
     } else {
         assert!(!out.status.success());
-        assert!(apt_calls(&path).is_empty());
+        assert!(apt_calls(path).is_empty());
         assert!(stderr.contains(wanted), "{stderr}");
     }
 }
@@ -147,22 +157,12 @@ fn the_runtime_tests_install_their_runtimes() {
     std::fs::write(go.join("bridge"), "").unwrap();
     let path = fake_path(&["ip", "iptables-save", "nft", "runc"], true);
     let out = run(&path, go.path(), "need_runtime_packages");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let wanted = "podman containerd jq busybox-static";
-    if is_root() {
-        assert!(out.status.success(), "{stderr}");
-        assert_eq!(
-            apt_calls(&path),
-            ["update -q".to_string(), format!("install -y -q {wanted}")]
-        );
-        assert!(
-            stderr.contains(&format!("installing {wanted} (the runtime tests)")),
-            "{stderr}"
-        );
-    } else {
-        assert!(!out.status.success());
-        assert!(stderr.contains(wanted), "{stderr}");
-    }
+    assert_installs(
+        &path,
+        &out,
+        "podman containerd jq busybox-static",
+        "the runtime tests",
+    );
 
     // With all of them there, nothing is installed.
     let tools = [
