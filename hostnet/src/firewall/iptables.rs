@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 
 use ipnetwork::IpNetwork;
-use libcni::fault;
+use libcni::step;
 
 use super::error::{FirewallError, Result};
 use super::exec;
@@ -254,7 +254,7 @@ pub fn setup(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<()>
                 lines
             })?;
         }
-        fault::point("firewall.iptables-family-set")?;
+        step::point("firewall.iptables-family-set")?;
     }
     Ok(())
 }
@@ -287,7 +287,7 @@ pub fn teardown(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<
         if let Err(e) = read_plan_apply(family, true, |table| table.removal_of(&chain)) {
             errs.push(e);
         }
-        fault::point("firewall.iptables-family-removed")?;
+        step::point("firewall.iptables-family-removed")?;
     }
     FirewallError::collect(errs)
 }

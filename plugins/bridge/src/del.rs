@@ -13,7 +13,7 @@ use ipnetwork::IpNetwork;
 use libcni::netns::{Netns, NetnsError};
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, fault};
+use libcni::{Error, step};
 use std::os::fd::AsFd;
 
 /// What DEL found of the container side.
@@ -46,7 +46,7 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
         ContainerSide::NoLink(ns) => delete_host_veths(&conf, prev.as_ref(), Some(&ns))?,
         ContainerSide::Unreachable => delete_host_veths(&conf, prev.as_ref(), None)?,
     }
-    fault::point("bridge.links-deleted")?;
+    step::point("bridge.links-deleted")?;
 
     let mut errors = Vec::new();
     if conf.is_layer3() {
@@ -54,7 +54,7 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
         if let Err(e) = ipam.run("DEL") {
             errors.push(e);
         }
-        fault::point("bridge.ipam-released")?;
+        step::point("bridge.ipam-released")?;
     }
     if conf.macspoofchk
         && let Err(e) = spoofcheck::teardown(&args.container_id, &args.ifname)
@@ -65,7 +65,7 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
         ));
     }
     if conf.macspoofchk {
-        fault::point("bridge.spoofcheck-removed")?;
+        step::point("bridge.spoofcheck-removed")?;
     }
     if conf.is_layer3() && conf.ip_masq {
         let att = conf.attachment(args);
@@ -75,7 +75,7 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
                 e,
             ));
         }
-        fault::point("bridge.ipmasq-removed")?;
+        step::point("bridge.ipmasq-removed")?;
     }
     // The first error is returned so the runtime retries; everything else was still done.
     match errors.into_iter().next() {
