@@ -10,6 +10,7 @@ pub mod netns;
 pub mod runtime;
 pub mod skel;
 pub mod step;
+pub mod task;
 pub mod testutil;
 pub mod types;
 pub mod version;

@@ -17,9 +17,8 @@ use ipnetwork::IpNetwork;
 use libcni::netns::{Netns, NetnsError};
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, step};
+use libcni::{Error, step, task};
 use std::os::fd::AsFd;
-use std::thread::{Scope, ScopedJoinHandle};
 
 /// What DEL found of the container side.
 enum ContainerSide {
@@ -53,53 +52,18 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
     // prevResult names the IPs: nothing else waits for the links, whose delete waits for
     // the kernel (an RCU grace period), so the other steps run meanwhile.
     let (links, ipam, spoofcheck, ipmasq) = std::thread::scope(|s| {
-        let links = start(s, || delete_links(args, &conf, prev.as_ref(), &prev_ips));
-        let ipam = start(s, || release_ipam(args, &conf));
+        let links = task::start(s, || delete_links(args, &conf, prev.as_ref(), &prev_ips));
+        let ipam = task::start(s, || release_ipam(args, &conf));
         let spoofcheck = remove_spoofcheck(args, &conf);
         let ipmasq = remove_ipmasq(args, &conf, &prev_ips);
         (links.join(), ipam.join(), spoofcheck, ipmasq)
     });
-    let links = links.and_then(|r| r);
     // A link address prevResult did not name (stale prevResult) may have rules of its own.
     let extra_masq = match &links {
         Ok(ips) if ips.len() > prev_ips.len() => remove_ipmasq(args, &conf, ips),
         _ => Ok(()),
     };
-    first_error([
-        links.map(drop),
-        ipam.and_then(|r| r),
-        spoofcheck,
-        ipmasq,
-        extra_masq,
-    ])
-}
-
-/// A step started on a thread of its own, or already done where no thread could be made
-/// (pids limit).
-enum Started<'s, T> {
-    Thread(ScopedJoinHandle<'s, T>),
-    Done(T),
-}
-
-fn start<'s, T: Send + 's>(
-    s: &'s Scope<'s, '_>,
-    step: impl FnOnce() -> T + Send + Clone + 's,
-) -> Started<'s, T> {
-    match std::thread::Builder::new().spawn_scoped(s, step.clone()) {
-        Ok(handle) => Started::Thread(handle),
-        Err(_) => Started::Done(step()),
-    }
-}
-
-impl<T> Started<'_, T> {
-    fn join(self) -> Result<T, Error> {
-        match self {
-            Started::Thread(handle) => handle
-                .join()
-                .map_err(|_| Error::internal("a DEL step panicked")),
-            Started::Done(result) => Ok(result),
-        }
-    }
+    first_error([links.map(drop), ipam, spoofcheck, ipmasq, extra_masq])
 }
 
 /// DEL does every step whatever failed before; the first failure is returned so the
