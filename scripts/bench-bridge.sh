@@ -1,88 +1,187 @@
 #!/usr/bin/env bash
-# Benchmark: ADD and DEL of the bridge plugin with ipMasq (iptables backend) and
-# host-local, ours vs the Go reference (/usr/lib/cni), in throwaway namespaces.
-# Prints the median wall time per verb and the ratio ours/Go. Needs root.
+# Benchmark: the bridge plugin with isDefaultGateway + ipMasq (iptables backend) and
+# host-local, ours vs the Go reference (/usr/lib/cni) measured in the same run, in
+# throwaway namespaces. Needs root. Prints one table with the ratio ours/reference:
 #
-#   scripts/bench-bridge.sh [RUNS]        (default 30; one warm-up run each, not counted)
+#   - ADD, DEL with prevResult: median wall time of one exec (ms)
+#   - CONC concurrent ADDs, then CONC concurrent DELs: wall time (ms, median of 3 rounds)
+#   - the same ADD/DEL with FILL attachments already on the bridge, over the time with
+#     none (x): how an operation grows with the number of pods
+#   - peak RSS of the bridge process itself, not its children (scripts/peak-rss.py)
+#   - binary sizes (ours: the static musl build when its target is installed)
 #
-# Ours: release build in $CARGO_TARGET_DIR (default target/). Our host-local is used
-# when it answers ADD, else the Go one for both (said in the output).
+#   scripts/bench-bridge.sh [RUNS] [FILL]    (default 30 250; one warm-up run each, not counted)
+#   scripts/bench-bridge.sh 3 20             (the short mode scripts/test.sh runs)
+#
+# It fails when an operation fails or anything is left behind (links, IP reservations,
+# rules), never on a figure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 RUNS=${1:-30}
+FILL=${2:-250}
+CONC=${CONC:-20}
 GO_DIR=/usr/lib/cni
 TARGET=${CARGO_TARGET_DIR:-target}
 
-cargo build --release -q -p bridge -p host-local
-OURS_DIR=$TARGET/release
+musl=x86_64-unknown-linux-musl
+if rustup target list --installed 2>/dev/null | grep -qx "$musl"; then
+    cargo build --release -q --target "$musl" -p bridge -p host-local
+    OURS_DIR=$TARGET/$musl/release
+else
+    cargo build --release -q -p bridge -p host-local
+    OURS_DIR=$TARGET/release
+fi
 OURS_DIR=$(cd "$OURS_DIR" && pwd)
+PEAK_RSS=$(pwd)/scripts/peak-rss.py
 
 make_work bench-bridge
 HOST_NS=bench-br-h-$$
-CTR_NS=bench-br-c-$$
 make_netns "$HOST_NS"
-make_netns "$CTR_NS"
-
-# Does our host-local answer ADD?
-probe_conf='{"cniVersion":"1.0.0","name":"probe","type":"bridge","ipam":{"type":"host-local","subnet":"10.99.0.0/24","dataDir":"'$WORK/probe'"}}'
-if CNI_COMMAND=ADD CNI_CONTAINERID=p CNI_NETNS=/run/netns/$CTR_NS CNI_IFNAME=eth0 CNI_PATH=$OURS_DIR \
-    "$OURS_DIR/host-local" <<<"$probe_conf" 2>/dev/null | grep -q '"10.99.0.'; then
-    OUR_IPAM=$OURS_DIR/host-local
-else
-    OUR_IPAM=$GO_DIR/host-local
-    echo "note: our host-local is not ready; both use the Go host-local"
-fi
-rm -rf "$WORK/probe"
+ip -n "$HOST_NS" link set lo up
 
 # CNI_PATH per implementation: bridge + host-local.
 mkdir -p "$WORK/ours" "$WORK/go"
 ln -s "$OURS_DIR/bridge" "$WORK/ours/bridge"
-ln -s "$OUR_IPAM" "$WORK/ours/host-local"
+ln -s "$OURS_DIR/host-local" "$WORK/ours/host-local"
 ln -s "$GO_DIR/bridge" "$WORK/go/bridge"
 ln -s "$GO_DIR/host-local" "$WORK/go/host-local"
 
-# Runs inside the host netns, so each plugin run is a plain exec (no `ip netns exec`
-# in the timed path). Prints "add_us del_us" per run.
-bench_one() { # impl
-    local impl=$1
-    local conf='{"cniVersion":"1.0.0","name":"bench-'$impl'","type":"bridge","bridge":"br-'$impl'",
-      "isDefaultGateway":true,"ipMasq":true,"ipMasqBackend":"iptables",
-      "ipam":{"type":"host-local","subnet":"10.77.0.0/24","dataDir":"'$WORK/data-$impl'"}}'
-    ip netns exec "$HOST_NS" bash -c '
-        set -e
-        export CNI_NETNS=/run/netns/'"$CTR_NS"' CNI_IFNAME=eth0 CNI_PATH='"$WORK/$impl"'
-        conf=$1
-        for i in $(seq 0 '"$RUNS"'); do
-            export CNI_CONTAINERID=bench-$i
-            t0=$EPOCHREALTIME
-            CNI_COMMAND=ADD '"$WORK/$impl"'/bridge <<<"$conf" >/dev/null
-            t1=$EPOCHREALTIME
-            CNI_COMMAND=DEL '"$WORK/$impl"'/bridge <<<"$conf" >/dev/null
-            t2=$EPOCHREALTIME
-            # Run 0 creates the bridge: warm-up, not counted.
-            [ "$i" = 0 ] && continue
-            echo $(( (${t1/./} - ${t0/./}) )) $(( (${t2/./} - ${t1/./}) ))
-        done' _ "$conf"
+# --- Run inside the host netns (each plugin run is a plain exec, no `ip netns exec`).
+
+# cni VERB ID NETNS IFNAME [PREV]: one plugin run of $IMPL; ADD's result on stdout.
+cni() {
+    local conf=$CONF
+    [[ -n ${5:-} ]] && conf="${CONF%\}},\"prevResult\":$5}"
+    CNI_COMMAND=$1 CNI_CONTAINERID=$2 CNI_NETNS=/run/netns/$3 CNI_IFNAME=$4 \
+        CNI_PATH=$WORK/$IMPL ${WRAP:-} "$WORK/$IMPL/bridge" <<<"$conf"
 }
 
-bench_one ours >"$WORK/ours.txt"
-bench_one go >"$WORK/go.txt"
+# seq_runs TAG NETNS: RUNS+1 sequential ADD, DEL-with-prevResult pairs; prints
+# "add_us del_us" for all but the first (a warm-up).
+seq_runs() {
+    local i t0 t1 t2 res
+    for i in $(seq 0 "$RUNS"); do
+        t0=$EPOCHREALTIME
+        res=$(cni ADD "$1-$i" "$2" eth0)
+        t1=$EPOCHREALTIME
+        cni DEL "$1-$i" "$2" eth0 "$res" >/dev/null
+        t2=$EPOCHREALTIME
+        [[ $i == 0 ]] || echo $((${t1/./} - ${t0/./})) $((${t2/./} - ${t1/./}))
+    done
+}
 
-# Nothing may be left: no veth, no CNI rule, no reserved IP.
-leftover=$(ip -n "$HOST_NS" -o link show type veth | wc -l)
-rules=$(ip netns exec "$HOST_NS" iptables-save -t nat | grep -c 'CNI-' || true)
-ips=$(find "$WORK"/data-* -type f -name '10.*' 2>/dev/null | wc -l)
-if [ "$leftover" != 0 ] || [ "$rules" != 0 ] || [ "$ips" != 0 ]; then
-    echo "LEAK: veths=$leftover rules=$rules ips=$ips" >&2
-    exit 1
-fi
+# conc_round NETNS ROUND: CONC ADDs at once, then their CONC DELs at once; prints
+# "add_wall_us del_wall_us". Any failed run fails the round.
+conc_round() {
+    local i t0 t1 t2 pids=() pid
+    t0=$EPOCHREALTIME
+    for i in $(seq 1 "$CONC"); do
+        cni ADD "conc-$2-$i" "$1" "eth$i" >"$WORK/conc-$i.json" &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid"; done
+    t1=$EPOCHREALTIME
+    pids=()
+    for i in $(seq 1 "$CONC"); do
+        cni DEL "conc-$2-$i" "$1" "eth$i" "$(<"$WORK/conc-$i.json")" >/dev/null &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid"; done
+    t2=$EPOCHREALTIME
+    echo $((${t1/./} - ${t0/./})) $((${t2/./} - ${t1/./}))
+}
 
-ours_add=$(cut -d' ' -f1 "$WORK/ours.txt" | median_ms)
-ours_del=$(cut -d' ' -f2 "$WORK/ours.txt" | median_ms)
-go_add=$(cut -d' ' -f1 "$WORK/go.txt" | median_ms)
-go_del=$(cut -d' ' -f2 "$WORK/go.txt" | median_ms)
-echo "bridge + host-local, ipMasq (iptables), $RUNS runs each, median ms"
-printf '%-5s %8s %8s %8s\n' verb ours go ours/go
-printf '%-5s %8s %8s %8.2f\n' ADD "$ours_add" "$go_add" "$(echo "$ours_add / $go_add" | bc -l)"
-printf '%-5s %8s %8s %8.2f\n' DEL "$ours_del" "$go_del" "$(echo "$ours_del / $go_del" | bc -l)"
+# fill NETNS / drain NETNS: FILL attachments on the bridge (results kept for their DEL).
+fill() {
+    local i
+    for i in $(seq 1 "$FILL"); do cni ADD "fill-$i" "$1" "eth$i" >"$WORK/fill-$IMPL-$i.json"; done
+}
+drain() {
+    local i
+    for i in $(seq 1 "$FILL"); do cni DEL "fill-$i" "$1" "eth$i" "$(<"$WORK/fill-$IMPL-$i.json")" >/dev/null; done
+}
+
+# rss NETNS: peak RSS (kB) of the bridge itself in ADD, then in DEL: "add_kb del_kb".
+rss() {
+    local res
+    res=$(WRAP="$PEAK_RSS $WORK/rss-add" cni ADD rss "$1" eth0)
+    WRAP="$PEAK_RSS $WORK/rss-del" cni DEL rss "$1" eth0 "$res" >/dev/null
+    echo "$(<"$WORK/rss-add") $(<"$WORK/rss-del")"
+}
+
+# --- One implementation's whole run, from outside.
+
+in_host() { # FUNCTION ARGS...: runs it in the host netns with the bench's variables
+    ip netns exec "$HOST_NS" env IMPL="$IMPL" CONF="$CONF" WORK="$WORK" RUNS="$RUNS" \
+        FILL="$FILL" CONC="$CONC" PEAK_RSS="$PEAK_RSS" \
+        bash -c "set -euo pipefail; $(declare -f cni seq_runs conc_round fill drain rss); \"\$@\"" _ "$@"
+}
+
+# Nothing of IMPL's may be left: no veth on the host or link in its containers, no CNI
+# rule, no reserved IP.
+assert_clean() {
+    local veths rules ips links=0 ns
+    veths=$(ip -n "$HOST_NS" -o link show type veth | wc -l)
+    rules=$(ip netns exec "$HOST_NS" iptables-save -t nat | grep -c 'CNI-' || true)
+    ips=$(find "$WORK/data-$IMPL" -type f -name '10.*' 2>/dev/null | wc -l)
+    for ns in "$@"; do
+        links=$((links + $(ip -n "$ns" -o link show | grep -vc ': lo:' || true)))
+    done
+    if [[ $veths != 0 || $rules != 0 || $ips != 0 || $links != 0 ]]; then
+        echo "LEAK ($IMPL): host veths=$veths rules=$rules ips=$ips container links=$links" >&2
+        exit 1
+    fi
+}
+
+bench_impl() { # IMPL: writes $WORK/IMPL-{base,scale,conc,rss}.txt
+    IMPL=$1
+    CONF='{"cniVersion":"1.0.0","name":"bench-'$IMPL'","type":"bridge","bridge":"br-'$IMPL'","isDefaultGateway":true,"ipMasq":true,"ipMasqBackend":"iptables","ipam":{"type":"host-local","subnet":"10.77.0.0/16","dataDir":"'$WORK/data-$IMPL'"}}'
+    local ctr=bench-br-c-$IMPL-$$ many=bench-br-m-$IMPL-$$ round
+    make_netns "$ctr"
+    make_netns "$many"
+    in_host seq_runs base "$ctr" >"$WORK/$IMPL-base.txt"
+    in_host rss "$ctr" >"$WORK/$IMPL-rss.txt"
+    for round in 1 2 3; do in_host conc_round "$many" "$round"; done >"$WORK/$IMPL-conc.txt"
+    assert_clean "$ctr" "$many"
+    in_host fill "$many"
+    in_host seq_runs scale "$ctr" >"$WORK/$IMPL-scale.txt"
+    in_host drain "$many"
+    assert_clean "$ctr" "$many"
+}
+
+bench_impl ours
+bench_impl go
+
+# --- The table.
+
+col() { cut -d' ' -f"$2" "$WORK/$1.txt" | median_ms; } # FILE FIELD: median in ms
+ratio() { echo "$1 $2" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else printf "-" }'; }
+size() { stat -Lc %s "$1" | awk '{printf "%.2f", $1 / 1e6}'; }
+linkage() { file -L "$1" | grep -Eq 'statically linked|static-pie' && echo static || echo dynamic; }
+row() { printf '%-44s %9s %9s %8s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")"; }
+
+echo "bridge isDefaultGateway + ipMasq (iptables) + host-local; RUNS=$RUNS FILL=$FILL CONC=$CONC"
+echo "ours: $OURS_DIR  reference: $GO_DIR ($(dpkg-query -W -f '${Version}' containernetworking-plugins 2>/dev/null || echo '?'))"
+printf '%-44s %9s %9s %8s\n' figure ours reference ratio
+for impl in ours go; do
+    declare "${impl}_add=$(col "$impl-base" 1)" "${impl}_del=$(col "$impl-base" 2)"
+    declare "${impl}_sadd=$(col "$impl-scale" 1)" "${impl}_sdel=$(col "$impl-scale" 2)"
+    declare "${impl}_cadd=$(col "$impl-conc" 1)" "${impl}_cdel=$(col "$impl-conc" 2)"
+done
+row "ADD, ms" "$ours_add" "$go_add"
+row "DEL with prevResult, ms" "$ours_del" "$go_del"
+row "$CONC concurrent ADDs, wall ms" "$ours_cadd" "$go_cadd"
+row "$CONC concurrent DELs, wall ms" "$ours_cdel" "$go_cdel"
+row "ADD with $FILL attachments, ms" "$ours_sadd" "$go_sadd"
+row "DEL with $FILL attachments, ms" "$ours_sdel" "$go_sdel"
+row "ADD with $FILL / with none, x" "$(ratio "$ours_sadd" "$ours_add")" "$(ratio "$go_sadd" "$go_add")"
+row "DEL with $FILL / with none, x" "$(ratio "$ours_sdel" "$ours_del")" "$(ratio "$go_sdel" "$go_del")"
+read -r ours_rss_add ours_rss_del <"$WORK/ours-rss.txt"
+read -r go_rss_add go_rss_del <"$WORK/go-rss.txt"
+row "peak RSS of the bridge itself in ADD, kB" "$ours_rss_add" "$go_rss_add"
+row "peak RSS of the bridge itself in DEL, kB" "$ours_rss_del" "$go_rss_del"
+for bin in bridge host-local; do
+    row "size of $bin, MB (ours $(linkage "$OURS_DIR/$bin"), ref $(linkage "$GO_DIR/$bin"))" \
+        "$(size "$OURS_DIR/$bin")" "$(size "$GO_DIR/$bin")"
+done

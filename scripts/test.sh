@@ -85,6 +85,10 @@ if [[ $EUID -eq 0 ]]; then
     # The cluster install end to end: static build, podman image, the installer container
     # against a stub API server, cnitool on the conflist it wrote.
     run_step e2e-install scripts/e2e-install.sh
+    # The benchmark and timing scripts in their short modes, so they cannot rot: they fail
+    # on an operation failure or a leak, never on a figure.
+    run_step bench-bridge scripts/bench-bridge.sh 3 20
+    run_step timings scripts/timings.sh 3
 elif [[ -n ${CI:-} ]]; then
     echo "the demo, runtime and install tests need root" >&2
     status=1

@@ -3,13 +3,14 @@
 
 pub mod args;
 pub mod error;
-pub mod fault;
 pub mod gojson;
 pub mod goquote;
 pub mod invoke;
 pub mod netns;
 pub mod runtime;
 pub mod skel;
+pub mod step;
+pub mod task;
 pub mod types;
 pub mod version;
 

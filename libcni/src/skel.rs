@@ -61,6 +61,7 @@ pub struct Io<'a> {
 
 /// Runs the plugin on the real process env and stdio, then exits with its status.
 pub fn plugin_main(plugin: &dyn Plugin, about: &str) -> ! {
+    crate::step::start();
     install_panic_hook();
     let getenv = |k: &str| std::env::var(k).ok();
     let (mut stdin, mut stdout, mut stderr) =
@@ -75,6 +76,7 @@ pub fn plugin_main(plugin: &dyn Plugin, about: &str) -> ! {
             stderr: &mut stderr,
         },
     );
+    crate::step::finish();
     std::process::exit(status)
 }
 

@@ -440,12 +440,38 @@ exec {hl}"#,
         };
         let (code, msg) = error_of(&env.run("DEL", &ctr, "dummy-0", &del_conf));
         assert_eq!((code, msg.as_str()), (11, "store busy"));
-        // Link first, then IP: the address is still reserved while the link is gone.
+        // The link is gone; the address is still reserved.
         assert_eq!(links(&ctr).len(), 1);
         assert_eq!(env.ip_files().len(), 2);
         env.del(&ctr, "dummy-0", &del_conf);
         env.assert_clean();
     }
+}
+
+/// DEL with a prevResult that names only the IPv4 address of a dual-stack attachment
+/// (stale cache): the steps it starts at once with the link delete know only that one, and
+/// the IPv6 address the link turned out to have still gets its masquerade rules removed.
+#[test]
+fn del_with_stale_prev_result_removes_the_rules_of_every_address() {
+    if !privileged("del_with_stale_prev_result_removes_the_rules_of_every_address") {
+        return;
+    }
+    let env = Env::new("delstale");
+    let ctr = NamedNetns::new("ctr");
+    let conf = env.conf(
+        "1.0.0",
+        &["10.1.2.0/24", "fd00::/64"],
+        json!({"ipMasq": true, "ipMasqBackend": "iptables"}),
+    );
+    let result = env.add(&ctr, "dummy-0", &conf);
+    let mut stale = result.clone();
+    stale["ips"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|ip| ip["address"].as_str().unwrap().contains('.'));
+    assert_eq!(result_ips(&stale), vec!["10.1.2.2/24"]);
+    env.del(&ctr, "dummy-0", &with_prev(&conf, &stale));
+    env.assert_clean_with(&ctr);
 }
 
 /// A node without iptables (nft only; plugins#1280): the automatic backend falls back to

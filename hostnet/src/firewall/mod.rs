@@ -96,19 +96,20 @@ pub fn gc_ipmasq(network: &str, valid: &[(&str, &str)]) -> Result<()> {
     )
 }
 
-/// Run both backends; an error counts only if that backend is usable here
-/// (probed only after a failure).
-fn both_backends(ipt: impl FnOnce() -> Result<()>, nft: impl FnOnce() -> Result<()>) -> Result<()> {
-    let mut errs = Vec::new();
-    if let Err(e) = ipt()
-        && iptables_usable()
-    {
-        errs.push(e);
-    }
-    if let Err(e) = nft()
-        && nftables_usable()
-    {
-        errs.push(e);
-    }
-    FirewallError::collect(errs)
+/// Run both backends, at once (each is a tool's process or two and neither needs the
+/// other); an error counts only if that backend is usable here (probed only after a
+/// failure).
+fn both_backends(
+    ipt: impl FnOnce() -> Result<()> + Send,
+    nft: impl FnOnce() -> Result<()> + Send,
+) -> Result<()> {
+    let counted = |result: Result<()>, usable: fn() -> bool| match result {
+        Err(e) if usable() => Err(e),
+        _ => Ok(()),
+    };
+    let (ipt, nft) = std::thread::scope(|s| {
+        let nft = libcni::task::start(s, || counted(nft(), nftables_usable));
+        (counted(ipt(), iptables_usable), nft.join())
+    });
+    FirewallError::collect([ipt, nft].into_iter().filter_map(Result::err).collect())
 }

@@ -13,7 +13,7 @@ use hostnet::netlink::{Link, Netlink};
 use libcni::netns::Netns;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, fault, version};
+use libcni::{Error, step, version};
 use std::os::fd::AsFd;
 
 /// Attempts at a free random host veth name.
@@ -49,7 +49,7 @@ fn add_attachment(
     rollback: &mut Rollback,
 ) -> Result<CniResult, Error> {
     let br = host::ensure_bridge(host, conf)?;
-    fault::point("bridge.bridge-created")?;
+    step::point("bridge.bridge-created")?;
     let (host_veth, ctr_veth) = setup_veth(args, conf, netns, host, ctr, &br, rollback)?;
     let mut result = CniResult {
         cni_version: args.config_version.clone(),
@@ -81,7 +81,7 @@ fn add_attachment(
             );
             firewall_fail(what, e)
         })?;
-        fault::point("bridge.spoofcheck-set")?;
+        step::point("bridge.spoofcheck-set")?;
     }
 
     let mut pinned_bridge = None;
@@ -89,7 +89,7 @@ fn add_attachment(
         let ipam = conf.ipam(args);
         let mut ipam_result = ipam.add()?;
         rollback.ipam = true;
-        fault::point("bridge.ipam-added")?;
+        step::point("bridge.ipam-added")?;
         crate::ipam_result::check(&mut ipam_result)?;
         result.ips = ipam_result.ips;
         result.routes = ipam_result.routes;
@@ -117,7 +117,7 @@ fn add_attachment(
             firewall::setup_ipmasq(conf.ip_masq_backend, &att, &ips).map_err(|e| {
                 firewall_fail(format!("failed to set up IP masquerading for {ips:?}"), e)
             })?;
-            fault::point("bridge.ipmasq-set")?;
+            step::point("bridge.ipmasq-set")?;
         }
     } else if !conf.disable_container_interface {
         ctr.set_up(ctr_veth.index)
@@ -143,7 +143,7 @@ fn add_attachment(
     }
     // Fail now (and roll back) rather than when skel prints an unconvertible result.
     result.to_value(&args.config_version)?;
-    fault::point("bridge.result-ready")?;
+    step::point("bridge.result-ready")?;
     Ok(result)
 }
 
@@ -174,7 +174,7 @@ fn setup_veth(
         match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns.as_fd()) {
             Ok(()) => {
                 rollback.host_veth = Some(host_name.clone());
-                fault::point("bridge.veth-created")?;
+                step::point("bridge.veth-created")?;
                 break;
             }
             Err(e) if e.is_exists() && attempt < VETH_NAME_ATTEMPTS => {
@@ -210,7 +210,7 @@ fn setup_veth(
     })?;
     host.set_up(host_veth.index)
         .context(format!("failed to set {host_name:?} up"))?;
-    fault::point("bridge.port-options-set")?;
+    step::point("bridge.port-options-set")?;
     // We own the routes of the host end too.
     if let Ok(path) = hostnet::sysctl::path(&["net", "ipv6", "conf", &host_name, "accept_ra"]) {
         let _ = hostnet::sysctl::ensure_path(&path, "0");

@@ -6,7 +6,7 @@ use hostnet::netlink::{Netlink, RouteSpec};
 use hostnet::sysctl;
 use libcni::netns::Netns;
 use libcni::types::CniResult;
-use libcni::{Error, fault};
+use libcni::{Error, step};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -74,7 +74,7 @@ pub fn configure_iface(
             *slot = ip.gateway;
         }
     }
-    fault::point("bridge.container-addresses")?;
+    step::point("bridge.container-addresses")?;
     nl.set_up(ifindex)
         .context(format!("failed to set {ifname:?} UP"))?;
     // With DAD off this returns at once; with `enabledad` it waits for DAD to finish.
@@ -112,6 +112,6 @@ pub fn configure_iface(
         }
         added.push(spec);
     }
-    fault::point("bridge.routes")?;
+    step::point("bridge.routes")?;
     Ok(())
 }

@@ -1,9 +1,13 @@
-//! DEL: best effort and idempotent. The container link goes first (it collects the
-//! addresses whose masquerade rules must go), then the IP reservation, then the firewall
-//! rules. A missing, empty or broken netns, a missing link or a missing IPAM record is
-//! not an error; `prevResult` supplies the IPs (and the host veth, which outlives an
-//! unreachable but living netns) when the container side is gone. A host veth is deleted
-//! on prevResult's word only when it provably is this attachment's ([`owned_by_us`]).
+//! DEL: best effort and idempotent. Without prevResult's IPs the container link goes
+//! first (it collects the addresses whose masquerade rules must go; if it fails, DEL stops
+//! there), then the IP reservation and the firewall rules. With them, all steps run at once
+//! (the reference releases the IPs even before the link). Either way a failed firewall or
+//! IPAM step does not stop the others, and the first failure is returned.
+//!
+//! A missing, empty or broken netns, a missing link or a missing IPAM record is not an
+//! error; `prevResult` supplies the IPs (and the host veth, which outlives an unreachable
+//! but living netns) when the container side is gone. A host veth is deleted on
+//! prevResult's word only when it provably is this attachment's ([`owned_by_us`]).
 
 use crate::config::{BridgeConf, parse_mac};
 use crate::fail::Context;
@@ -13,7 +17,7 @@ use ipnetwork::IpNetwork;
 use libcni::netns::{Netns, NetnsError};
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, fault};
+use libcni::{Error, step, task};
 use std::os::fd::AsFd;
 
 /// What DEL found of the container side.
@@ -30,11 +34,56 @@ enum ContainerSide {
 pub fn del(args: &CmdArgs) -> Result<(), Error> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "DEL")?;
     let prev = prev_result(&conf, &args.config_version);
-    let mut ips: Vec<IpNetwork> = prev
+    let prev_ips: Vec<IpNetwork> = prev
         .iter()
         .flat_map(|r| &r.ips)
         .map(|ip| ip.address)
         .collect();
+    if prev_ips.is_empty() {
+        // The masquerade rules to remove are known only once the link's addresses are.
+        let ips = delete_links(args, &conf, prev.as_ref(), &prev_ips)?;
+        let results = [
+            release_ipam(args, &conf),
+            remove_spoofcheck(args, &conf),
+            remove_ipmasq(args, &conf, &ips),
+        ];
+        return first_error(results);
+    }
+    // prevResult names the IPs: nothing else waits for the links, whose delete waits for
+    // the kernel (an RCU grace period), so the other steps run meanwhile.
+    let (links, ipam, spoofcheck, ipmasq) = std::thread::scope(|s| {
+        let links = task::start(s, || delete_links(args, &conf, prev.as_ref(), &prev_ips));
+        let ipam = task::start(s, || release_ipam(args, &conf));
+        let spoofcheck = remove_spoofcheck(args, &conf);
+        let ipmasq = remove_ipmasq(args, &conf, &prev_ips);
+        (links.join(), ipam.join(), spoofcheck, ipmasq)
+    });
+    // A link address prevResult did not name (stale prevResult) may have rules of its own.
+    let extra_masq = match &links {
+        Ok(ips) if ips.len() > prev_ips.len() => remove_ipmasq(args, &conf, ips),
+        _ => Ok(()),
+    };
+    first_error([links.map(drop), ipam, spoofcheck, ipmasq, extra_masq])
+}
+
+/// DEL does every step whatever failed before; the first failure is returned so the
+/// runtime retries.
+fn first_error(results: impl IntoIterator<Item = Result<(), Error>>) -> Result<(), Error> {
+    results
+        .into_iter()
+        .find_map(Result::err)
+        .map_or(Ok(()), Err)
+}
+
+/// Deletes the veth pair; returns `prev_ips` and the other global addresses the container
+/// interface had.
+fn delete_links(
+    args: &CmdArgs,
+    conf: &BridgeConf,
+    prev: Option<&CniResult>,
+    prev_ips: &[IpNetwork],
+) -> Result<Vec<IpNetwork>, Error> {
+    let mut ips = prev_ips.to_vec();
     match delete_container_link(args)? {
         ContainerSide::Deleted(addrs) => {
             for ip in addrs {
@@ -43,45 +92,37 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
                 }
             }
         }
-        ContainerSide::NoLink(ns) => delete_host_veths(&conf, prev.as_ref(), Some(&ns))?,
-        ContainerSide::Unreachable => delete_host_veths(&conf, prev.as_ref(), None)?,
+        ContainerSide::NoLink(ns) => delete_host_veths(conf, prev, Some(&ns))?,
+        ContainerSide::Unreachable => delete_host_veths(conf, prev, None)?,
     }
-    fault::point("bridge.links-deleted")?;
+    step::point("bridge.links-deleted")?;
+    Ok(ips)
+}
 
-    let mut errors = Vec::new();
+fn release_ipam(args: &CmdArgs, conf: &BridgeConf) -> Result<(), Error> {
     if conf.is_layer3() {
-        let ipam = conf.ipam(args);
-        if let Err(e) = ipam.run("DEL") {
-            errors.push(e);
-        }
-        fault::point("bridge.ipam-released")?;
+        conf.ipam(args).run("DEL")?;
+        step::point("bridge.ipam-released")?;
     }
-    if conf.macspoofchk
-        && let Err(e) = spoofcheck::teardown(&args.container_id, &args.ifname)
-    {
-        errors.push(crate::fail::firewall_fail(
-            "failed to remove mac spoof check",
-            e,
-        ));
-    }
+    Ok(())
+}
+
+fn remove_spoofcheck(args: &CmdArgs, conf: &BridgeConf) -> Result<(), Error> {
     if conf.macspoofchk {
-        fault::point("bridge.spoofcheck-removed")?;
+        spoofcheck::teardown(&args.container_id, &args.ifname)
+            .map_err(|e| crate::fail::firewall_fail("failed to remove mac spoof check", e))?;
+        step::point("bridge.spoofcheck-removed")?;
     }
+    Ok(())
+}
+
+fn remove_ipmasq(args: &CmdArgs, conf: &BridgeConf, ips: &[IpNetwork]) -> Result<(), Error> {
     if conf.is_layer3() && conf.ip_masq {
-        let att = conf.attachment(args);
-        if let Err(e) = firewall::teardown_ipmasq(&att, &ips) {
-            errors.push(crate::fail::firewall_fail(
-                "failed to remove IP masquerading",
-                e,
-            ));
-        }
-        fault::point("bridge.ipmasq-removed")?;
+        firewall::teardown_ipmasq(&conf.attachment(args), ips)
+            .map_err(|e| crate::fail::firewall_fail("failed to remove IP masquerading", e))?;
+        step::point("bridge.ipmasq-removed")?;
     }
-    // The first error is returned so the runtime retries; everything else was still done.
-    match errors.into_iter().next() {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 /// Deletes the container interface and returns its global addresses.

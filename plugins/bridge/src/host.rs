@@ -7,7 +7,7 @@ use hostnet::netlink::{IpFamily, Link, Netlink};
 use hostnet::sysctl;
 use ipnetwork::IpNetwork;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, fault};
+use libcni::{Error, step};
 use std::net::IpAddr;
 
 /// Creates the bridge if needed (a concurrent creator winning the race is fine), checks
@@ -136,10 +136,10 @@ pub fn ensure_gateways(
             added |= ensure_gateway_addr(nl, link, &mut present, *gw, force_address)
                 .map_err(set_addr)?;
         }
-        fault::point("bridge.gateway-addresses")?;
+        step::point("bridge.gateway-addresses")?;
         if !gws.is_empty() {
             enable_forwarding(family)?;
-            fault::point("bridge.forwarding")?;
+            step::point("bridge.forwarding")?;
         }
     }
     if !added {

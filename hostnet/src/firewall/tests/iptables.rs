@@ -91,6 +91,46 @@ fn iptables_teardown_without_ips_and_legacy_jump() {
     });
 }
 
+/// Teardown with the IPs removes by name; a jump it does not know still referring to the
+/// chain makes it fall back to listing, so that goes too.
+#[test]
+fn iptables_teardown_with_ips_and_legacy_jump() {
+    netns_test("iptables_teardown_with_ips_and_legacy_jump", || {
+        let addrs = ips(&["10.88.0.5/16", "fd00:88::5/64"]);
+        let chain = iptables_chain(NET, ID);
+        iptables::setup(NET, ID, &addrs).unwrap();
+        ipt_nat(&["-A", "POSTROUTING", "-s", "10.88.0.5/16", "-j", &chain]);
+        ipt_nat(&["-A", "POSTROUTING", "-s", "10.99.0.1", "-j", "ACCEPT"]);
+        iptables::teardown(NET, ID, &addrs).unwrap();
+        assert_eq!(
+            nat_rules(false),
+            vec!["-A POSTROUTING -s 10.99.0.1/32 -j ACCEPT"]
+        );
+        assert!(nat_rules(true).is_empty());
+
+        // A chain whose jump is already gone is removed all the same.
+        iptables::setup(NET, ID, &addrs).unwrap();
+        ipt_nat(&[
+            "-D",
+            "POSTROUTING",
+            "-s",
+            "10.88.0.5/32",
+            "-m",
+            "comment",
+            "--comment",
+            r#"name: "fwtest" id: "ctr1""#,
+            "-j",
+            &chain,
+        ]);
+        iptables::teardown(NET, ID, &addrs).unwrap();
+        assert_eq!(
+            nat_rules(false),
+            vec!["-A POSTROUTING -s 10.99.0.1/32 -j ACCEPT"]
+        );
+        assert!(nat_rules(true).is_empty());
+    });
+}
+
 #[test]
 fn iptables_gc_keeps_valid_and_other_networks() {
     netns_test("iptables_gc_keeps_valid_and_other_networks", || {

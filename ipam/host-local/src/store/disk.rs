@@ -11,7 +11,7 @@
 use super::index::{self, Entry, Stamp, Tag};
 use super::lock::{self, LOCK_FILE};
 use super::{Attachment, Holder, Store, StoreError};
-use libcni::fault;
+use libcni::step;
 use nix::libc;
 use std::collections::HashSet;
 use std::fs::{self, File, FileTimes, OpenOptions};
@@ -80,7 +80,7 @@ impl DiskStore {
             Err(e) => return Err(StoreError::io("inspecting store directory", &dir, e)),
         }
         let lock = lock::acquire(&dir.join(LOCK_FILE), wait)?;
-        fault::point("host-local.lock-taken")?;
+        step::point("host-local.lock-taken")?;
         let mut store = DiskStore {
             dir,
             entries: Vec::new(),
@@ -338,7 +338,7 @@ fn read_nofollow(path: &Path, max: u64) -> Option<Vec<u8>> {
 
 /// A fault-injection point as an IO error, for steps whose errors are IO errors.
 fn injected(name: &str) -> io::Result<()> {
-    fault::point(name).map_err(io::Error::other)
+    step::point(name).map_err(io::Error::other)
 }
 
 fn remove_if_present(path: &Path) -> io::Result<()> {
@@ -476,7 +476,7 @@ impl Store for DiskStore {
             }
             gone.push(*ip);
         }
-        if let Err(e) = fault::point("host-local.lease-removed") {
+        if let Err(e) = step::point("host-local.lease-removed") {
             failure.get_or_insert(e.into());
         }
         self.forget(gone);

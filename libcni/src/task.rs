@@ -1,0 +1,55 @@
+//! Independent steps at once: [`start`] runs a step on a thread of its own within a
+//! [`std::thread::scope`], or right away on the caller's thread where no thread can be
+//! made (a pids limit), so a step is never skipped. A thread starts in the namespaces of
+//! the thread that starts it.
+
+use std::sync::{Arc, Mutex};
+use std::thread::{Scope, ScopedJoinHandle};
+
+/// A started step; [`Started::join`] gives its result.
+pub enum Started<'s, T> {
+    Thread(ScopedJoinHandle<'s, T>),
+    Done(T),
+}
+
+pub fn start<'s, T: Send + 's>(
+    s: &'s Scope<'s, '_>,
+    step: impl FnOnce() -> T + Send + 's,
+) -> Started<'s, T> {
+    // Whoever runs the step takes it: the new thread, or this one if spawning failed.
+    let step = Arc::new(Mutex::new(Some(step)));
+    let theirs = Arc::clone(&step);
+    let take = |cell: &Mutex<Option<_>>| {
+        let step = cell.lock().unwrap_or_else(|e| e.into_inner()).take();
+        step.expect("a step runs once")
+    };
+    match std::thread::Builder::new().spawn_scoped(s, move || take(&theirs)()) {
+        Ok(handle) => Started::Thread(handle),
+        Err(_) => Started::Done(take(&step)()),
+    }
+}
+
+impl<T> Started<'_, T> {
+    /// The step's result; a panic in the step goes on in the caller.
+    pub fn join(self) -> T {
+        match self {
+            Started::Thread(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Started::Done(result) => result,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn steps_give_their_results() {
+        let (a, b) = std::thread::scope(|s| {
+            let a = super::start(s, || 1 + 1);
+            let b = super::start(s, || "two");
+            (a.join(), b.join())
+        });
+        assert_eq!((a, b), (2, "two"));
+    }
+}
