@@ -4,7 +4,7 @@
 
 use crate::config::{BridgeConf, mac_string};
 use crate::container;
-use crate::fail::{Context, fail, firewall_fail};
+use crate::error::{BridgeError, During, Op, Source};
 use crate::gateway::calc_gateways;
 use crate::host;
 use crate::rollback::Rollback;
@@ -13,23 +13,23 @@ use hostnet::netlink::{Link, Netlink};
 use libcni::netns::Netns;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, step, version};
+use libcni::{step, version};
 use std::os::fd::AsFd;
 
 /// Attempts at a free random host veth name.
 const VETH_NAME_ATTEMPTS: usize = 10;
 
-pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
+pub fn add(args: &CmdArgs) -> Result<CniResult, BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
     if !conf.is_layer3() && !version::at_least(&args.config_version, "0.3.0")? {
         // The reference finds this out only after creating the veth.
-        return Err(Error::internal("cannot convert: no valid IP addresses"));
+        return Err(BridgeError::NoValidIps);
     }
-    let netns = Netns::open(&args.netns)
-        .map_err(|e| fail(format!("failed to open netns {:?}", args.netns), e))?;
-    let host = Netlink::current().context("failed to open netlink socket")?;
-    let ctr = Netlink::in_netns(netns.as_fd())
-        .context("failed to open netlink socket in the container")?;
+    let netns = Netns::open(&args.netns).during(Op::OpenNetns {
+        path: args.netns.clone(),
+    })?;
+    let host = Netlink::current().during(Op::OpenNetlink)?;
+    let ctr = Netlink::in_netns(netns.as_fd()).during(Op::OpenNetlinkInContainer)?;
     let mut rollback = Rollback::default();
     match add_attachment(args, &conf, &netns, &host, &ctr, &mut rollback) {
         Ok(result) => Ok(result),
@@ -47,7 +47,7 @@ fn add_attachment(
     host: &Netlink,
     ctr: &Netlink,
     rollback: &mut Rollback,
-) -> Result<CniResult, Error> {
+) -> Result<CniResult, BridgeError> {
     let br = host::ensure_bridge(host, conf)?;
     step::point("bridge.bridge-created")?;
     let (host_veth, ctr_veth) = setup_veth(args, conf, netns, host, ctr, &br, rollback)?;
@@ -72,14 +72,12 @@ fn add_attachment(
             &host_veth.name,
             &mac_string(ctr_veth.mac),
         )
-        .map_err(|e| {
-            let reference = names::spoofcheck_ref(&args.container_id, &args.ifname);
-            let chain = names::spoofcheck_iface_chain(&reference);
-            let what = format!(
-                "failed to set up mac spoof check for {:?} (nft chain {chain:?} in table bridge nat)",
-                host_veth.name
-            );
-            firewall_fail(what, e)
+        .during(Op::SetUpSpoofCheck {
+            veth: host_veth.name.clone(),
+            chain: names::spoofcheck_iface_chain(&names::spoofcheck_ref(
+                &args.container_id,
+                &args.ifname,
+            )),
         })?;
         step::point("bridge.spoofcheck-set")?;
     }
@@ -114,21 +112,21 @@ fn add_attachment(
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             rollback.ipmasq = ips.clone();
             let att = conf.attachment(args);
-            firewall::setup_ipmasq(conf.ip_masq_backend, &att, &ips).map_err(|e| {
-                firewall_fail(format!("failed to set up IP masquerading for {ips:?}"), e)
-            })?;
+            firewall::setup_ipmasq(conf.ip_masq_backend, &att, &ips)
+                .during(Op::SetUpIpMasq { ips: ips.clone() })?;
             step::point("bridge.ipmasq-set")?;
         }
     } else if !conf.disable_container_interface {
-        ctr.set_up(ctr_veth.index)
-            .context(format!("failed to set {:?} up", args.ifname))?;
+        ctr.set_up(ctr_veth.index).during(Op::SetUp {
+            name: args.ifname.clone(),
+        })?;
     }
 
     if !conf.disable_container_interface {
         host.wait_oper_up(host_veth.index)
             .map_err(|e| match e.last_state() {
-                Some(state) => Error::internal(format!("bridge port in error state: {state}")),
-                None => fail("failed to read bridge port state", e),
+                Some(_) => BridgeError::PortState { source: e },
+                None => e.at(Op::ReadPortState),
             })?;
     }
     // An unpinned bridge MAC follows the lowest port MAC, so it may have changed when our
@@ -157,16 +155,15 @@ fn setup_veth(
     ctr: &Netlink,
     br: &Link,
     rollback: &mut Rollback,
-) -> Result<(Link, Link), Error> {
+) -> Result<(Link, Link), BridgeError> {
     if ctr
         .link_by_name(&args.ifname)
-        .context("failed to look up container interface")?
+        .during(Op::LookUpContainerIface)?
         .is_some()
     {
-        return Err(Error::internal(format!(
-            "container veth name ({:?}) already exists",
-            args.ifname
-        )));
+        return Err(BridgeError::ContainerIfaceExists {
+            ifname: args.ifname.clone(),
+        });
     }
     let mut host_name = host::random_veth_name()?;
     let mut attempt = 1;
@@ -182,34 +179,34 @@ fn setup_veth(
                 host_name = host::random_veth_name()?;
             }
             Err(e) => {
-                return Err(fail(
-                    format!("failed to make veth pair for {:?}", args.ifname),
-                    e,
-                ));
+                return Err(e.at(Op::MakeVeth {
+                    ifname: args.ifname.clone(),
+                }));
             }
         }
     }
     let host_veth = host::link_named(host, &host_name, "failed to lookup")?;
     let ctr_veth = host::link_named(ctr, &args.ifname, "failed to lookup")?;
 
-    host.set_master(host_veth.index, br.index).context(format!(
-        "failed to connect {host_name:?} to bridge {}",
-        br.name
-    ))?;
+    host.set_master(host_veth.index, br.index)
+        .during(Op::Connect {
+            port: host_name.clone(),
+            bridge: br.name.clone(),
+        })?;
     host.set_port_options(
         host_veth.index,
         Some(conf.hairpin_mode),
         conf.port_isolation.then_some(true),
     )
-    .context(format!("failed to set up port options for {host_name}"))?;
-    crate::vlan::configure_port(host, host_veth.index, conf).map_err(|e| {
-        fail(
-            format!("failed to setup vlan tag on interface {host_name:?}"),
-            e,
-        )
+    .during(Op::SetPortOptions {
+        port: host_name.clone(),
     })?;
-    host.set_up(host_veth.index)
-        .context(format!("failed to set {host_name:?} up"))?;
+    crate::vlan::configure_port(host, host_veth.index, conf).during(Op::SetVlanTag {
+        port: host_name.clone(),
+    })?;
+    host.set_up(host_veth.index).during(Op::SetUp {
+        name: host_name.clone(),
+    })?;
     step::point("bridge.port-options-set")?;
     // We own the routes of the host end too.
     if let Ok(path) = hostnet::sysctl::path(&["net", "ipv6", "conf", &host_name, "accept_ra"]) {

@@ -10,14 +10,14 @@
 //! prevResult's word only when it provably is this attachment's ([`owned_by_us`]).
 
 use crate::config::{BridgeConf, parse_mac};
-use crate::fail::Context;
+use crate::error::{BridgeError, During, NotOurs, Op, Source};
 use hostnet::firewall::{self, spoofcheck};
 use hostnet::netlink::{Link, Netlink};
 use ipnetwork::IpNetwork;
 use libcni::netns::{Netns, NetnsError};
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, step, task};
+use libcni::{step, task};
 use std::os::fd::AsFd;
 
 /// What DEL found of the container side.
@@ -31,7 +31,7 @@ enum ContainerSide {
     Unreachable,
 }
 
-pub fn del(args: &CmdArgs) -> Result<(), Error> {
+pub fn del(args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "DEL")?;
     let prev = prev_result(&conf, &args.config_version);
     let prev_ips: Vec<IpNetwork> = prev
@@ -68,7 +68,9 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
 
 /// DEL does every step whatever failed before; the first failure is returned so the
 /// runtime retries.
-fn first_error(results: impl IntoIterator<Item = Result<(), Error>>) -> Result<(), Error> {
+fn first_error(
+    results: impl IntoIterator<Item = Result<(), BridgeError>>,
+) -> Result<(), BridgeError> {
     results
         .into_iter()
         .find_map(Result::err)
@@ -82,7 +84,7 @@ fn delete_links(
     conf: &BridgeConf,
     prev: Option<&CniResult>,
     prev_ips: &[IpNetwork],
-) -> Result<Vec<IpNetwork>, Error> {
+) -> Result<Vec<IpNetwork>, BridgeError> {
     let mut ips = prev_ips.to_vec();
     match delete_container_link(args)? {
         ContainerSide::Deleted(addrs) => {
@@ -99,7 +101,7 @@ fn delete_links(
     Ok(ips)
 }
 
-fn release_ipam(args: &CmdArgs, conf: &BridgeConf) -> Result<(), Error> {
+fn release_ipam(args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
     if conf.is_layer3() {
         conf.ipam(args).run("DEL")?;
         step::point("bridge.ipam-released")?;
@@ -107,26 +109,24 @@ fn release_ipam(args: &CmdArgs, conf: &BridgeConf) -> Result<(), Error> {
     Ok(())
 }
 
-fn remove_spoofcheck(args: &CmdArgs, conf: &BridgeConf) -> Result<(), Error> {
+fn remove_spoofcheck(args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
     if conf.macspoofchk {
-        spoofcheck::teardown(&args.container_id, &args.ifname)
-            .map_err(|e| crate::fail::firewall_fail("failed to remove mac spoof check", e))?;
+        spoofcheck::teardown(&args.container_id, &args.ifname).during(Op::RemoveSpoofCheck)?;
         step::point("bridge.spoofcheck-removed")?;
     }
     Ok(())
 }
 
-fn remove_ipmasq(args: &CmdArgs, conf: &BridgeConf, ips: &[IpNetwork]) -> Result<(), Error> {
+fn remove_ipmasq(args: &CmdArgs, conf: &BridgeConf, ips: &[IpNetwork]) -> Result<(), BridgeError> {
     if conf.is_layer3() && conf.ip_masq {
-        firewall::teardown_ipmasq(&conf.attachment(args), ips)
-            .map_err(|e| crate::fail::firewall_fail("failed to remove IP masquerading", e))?;
+        firewall::teardown_ipmasq(&conf.attachment(args), ips).during(Op::RemoveIpMasq)?;
         step::point("bridge.ipmasq-removed")?;
     }
     Ok(())
 }
 
 /// Deletes the container interface and returns its global addresses.
-fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, Error> {
+fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, BridgeError> {
     if args.netns.is_empty() {
         return Ok(ContainerSide::Unreachable);
     }
@@ -137,29 +137,27 @@ fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, Error> {
             return Ok(ContainerSide::Unreachable);
         }
         Err(e) => {
-            return Err(crate::fail::fail(
-                format!("failed to open netns {:?}", args.netns),
-                e,
-            ));
+            return Err(e.at(Op::OpenNetns {
+                path: args.netns.clone(),
+            }));
         }
     };
-    let nl = Netlink::in_netns(netns.as_fd())
-        .context("failed to open netlink socket in the container")?;
-    let Some(link) = nl
-        .link_by_name(&args.ifname)
-        .context(format!("failed to lookup {:?}", args.ifname))?
+    let nl = Netlink::in_netns(netns.as_fd()).during(Op::OpenNetlinkInContainer)?;
+    let Some(link) = nl.link_by_name(&args.ifname).during(Op::Lookup {
+        verb: "failed to lookup",
+        name: args.ifname.clone(),
+    })?
     else {
         return Ok(ContainerSide::NoLink(netns));
     };
-    let addrs = nl
-        .addresses(Some(link.index))
-        .context(format!("failed to get IP addresses for {:?}", args.ifname))?;
+    let addrs = nl.addresses(Some(link.index)).during(Op::GetAddrs {
+        ifname: args.ifname.clone(),
+    })?;
     match nl.delete_link(link.index) {
         Err(e) if !e.is_no_device() => {
-            return Err(crate::fail::fail(
-                format!("failed to delete {:?}", args.ifname),
-                e,
-            ));
+            return Err(e.at(Op::Delete {
+                name: args.ifname.clone(),
+            }));
         }
         _ => {}
     }
@@ -180,14 +178,15 @@ fn delete_host_veths(
     conf: &BridgeConf,
     prev: Option<&CniResult>,
     named_ns: Option<&Netns>,
-) -> Result<(), Error> {
+) -> Result<(), BridgeError> {
     let Some(prev) = prev else {
         return Ok(());
     };
-    let host = Netlink::current().context("failed to open netlink socket")?;
-    let Some(br) = host
-        .link_by_name(&conf.bridge)
-        .context(format!("failed to lookup {:?}", conf.bridge))?
+    let host = Netlink::current().during(Op::OpenNetlink)?;
+    let Some(br) = host.link_by_name(&conf.bridge).during(Op::Lookup {
+        verb: "failed to lookup",
+        name: conf.bridge.clone(),
+    })?
     else {
         return Ok(());
     };
@@ -202,10 +201,9 @@ fn delete_host_veths(
         }
         match host.delete_link(link.index) {
             Err(e) if !e.is_no_device() => {
-                return Err(crate::fail::fail(
-                    format!("failed to delete {:?}", entry.name),
-                    e,
-                ));
+                return Err(e.at(Op::Delete {
+                    name: entry.name.clone(),
+                }));
             }
             _ => {}
         }
@@ -221,20 +219,17 @@ fn owned_by_us(
     entry: &Interface,
     link: &Link,
     named_ns: Option<&Netns>,
-) -> Result<(), String> {
-    let recorded = parse_mac(&entry.mac).ok_or("prevResult records no MAC for it")?;
+) -> Result<(), NotOurs> {
+    let recorded = parse_mac(&entry.mac).ok_or(NotOurs::NoRecordedMac)?;
     if link.mac != Some(recorded) {
-        return Err(format!(
-            "its MAC is not {} as prevResult recorded",
-            entry.mac
-        ));
+        return Err(NotOurs::MacDiffers {
+            recorded: entry.mac.clone(),
+        });
     }
     if let Some(ns) = named_ns {
-        let ns_id = host
-            .netns_id(ns.as_fd())
-            .map_err(|e| format!("cannot tell where its peer lives: {e}"))?;
+        let ns_id = host.netns_id(ns.as_fd()).map_err(NotOurs::PeerUnknown)?;
         if ns_id.is_none() || link.peer_netns_id != ns_id {
-            return Err("its peer is not in the container's namespace".into());
+            return Err(NotOurs::PeerElsewhere);
         }
     }
     Ok(())

@@ -6,7 +6,7 @@ mod check;
 pub mod config;
 mod container;
 mod del;
-mod fail;
+mod error;
 mod gateway;
 mod gc;
 mod host;
@@ -17,22 +17,25 @@ mod vlan;
 use libcni::skel::{CmdArgs, Plugin};
 use libcni::{CniResult, Error};
 
+// Each verb returns a `BridgeError`; `?` here turns it into the CNI error the runtime
+// reads (`impl From<BridgeError> for libcni::Error`, the one mapping).
+
 pub struct Bridge;
 
 impl Plugin for Bridge {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        add::add(args)
+        Ok(add::add(args)?)
     }
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
-        del::del(args)
+        Ok(del::del(args)?)
     }
     fn check(&self, args: &CmdArgs) -> Result<(), Error> {
-        check::check(args)
+        Ok(check::check(args)?)
     }
     fn status(&self, args: &CmdArgs) -> Result<(), Error> {
-        gc::status(args)
+        Ok(gc::status(args)?)
     }
     fn gc(&self, args: &CmdArgs) -> Result<(), Error> {
-        gc::gc(args)
+        Ok(gc::gc(args)?)
     }
 }
