@@ -2,7 +2,8 @@
 //! first (it collects the addresses whose masquerade rules must go; if it fails, DEL stops
 //! there), then the IP reservation and the firewall rules. With them, all steps run at once
 //! (the reference releases the IPs even before the link). Either way a failed firewall or
-//! IPAM step does not stop the others, and the first failure is returned.
+//! IPAM step does not stop the others, and every failure is returned, in step order
+//! ([`BridgeError::all`]: the first one's code, the messages joined with "; ").
 //!
 //! A missing, empty or broken netns, a missing link or a missing IPAM record is not an
 //! error; `prevResult` supplies the IPs (and the host veth, which outlives an unreachable
@@ -47,7 +48,7 @@ pub fn del(args: &CmdArgs) -> Result<(), BridgeError> {
             remove_spoofcheck(args, &conf),
             remove_ipmasq(args, &conf, &ips),
         ];
-        return first_error(results);
+        return BridgeError::all(results);
     }
     // prevResult names the IPs: nothing else waits for the links, whose delete waits for
     // the kernel (an RCU grace period), so the other steps run meanwhile.
@@ -63,18 +64,7 @@ pub fn del(args: &CmdArgs) -> Result<(), BridgeError> {
         Ok(ips) if ips.len() > prev_ips.len() => remove_ipmasq(args, &conf, ips),
         _ => Ok(()),
     };
-    first_error([links.map(drop), ipam, spoofcheck, ipmasq, extra_masq])
-}
-
-/// DEL does every step whatever failed before; the first failure is returned so the
-/// runtime retries.
-fn first_error(
-    results: impl IntoIterator<Item = Result<(), BridgeError>>,
-) -> Result<(), BridgeError> {
-    results
-        .into_iter()
-        .find_map(Result::err)
-        .map_or(Ok(()), Err)
+    BridgeError::all([links.map(drop), ipam, spoofcheck, ipmasq, extra_masq])
 }
 
 /// Deletes the veth pair; returns `prev_ips` and the other global addresses the container

@@ -141,6 +141,12 @@ pub enum BridgeError {
     AddrMissing { addr: IpNetwork, ifname: String },
     #[error("Expected route {dst}{} not found in the container", via(.gw))]
     RouteMissing { dst: IpNetwork, gw: Option<IpAddr> },
+
+    /// DEL and GC run every step whatever failed before: each failure, in order (two or
+    /// more; see [`BridgeError::all`]). The first gives the code; the messages are joined
+    /// with "; ", the details with a blank line.
+    #[error("{}", joined(.0))]
+    Several(Vec<BridgeError>),
 }
 
 /// The step that failed, printed as the reference's verb phrase. Names in it are those
@@ -315,6 +321,11 @@ impl fmt::Display for Op {
     }
 }
 
+fn joined(all: &[BridgeError]) -> String {
+    let messages: Vec<String> = all.iter().map(BridgeError::message).collect();
+    messages.join("; ")
+}
+
 /// `" via <gw>"`, or nothing.
 fn via(gw: &Option<IpAddr>) -> String {
     gw.map(|g| format!(" via {g}")).unwrap_or_default()
@@ -377,6 +388,7 @@ impl BridgeError {
     pub fn code(&self) -> u32 {
         match self {
             BridgeError::Cni(e) => e.code,
+            BridgeError::Several(all) => all.first().map_or(code::INTERNAL, Self::code),
             BridgeError::Unavailable(_) => code::PLUGIN_NOT_AVAILABLE,
             BridgeError::CreateBridge { source, .. } => source.code(),
             _ => code::INTERNAL,
@@ -389,7 +401,40 @@ impl BridgeError {
             BridgeError::Cni(e) => e.details.clone(),
             BridgeError::Firewall { source, .. } => source.details(),
             BridgeError::CreateBridge { source, .. } => source.details(),
+            BridgeError::Several(all) => {
+                let details: Vec<String> = all.iter().map(Self::details).collect();
+                details
+                    .into_iter()
+                    .filter(|d| !d.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n\n")
+            }
             _ => String::new(),
+        }
+    }
+
+    /// The CNI error's `msg`: a passed-on CNI error's own (its Display adds the details).
+    fn message(&self) -> String {
+        match self {
+            BridgeError::Cni(e) => e.msg.clone(),
+            e => e.to_string(),
+        }
+    }
+
+    /// Every failure of steps that all ran: none is `Ok`, one is itself (so a single
+    /// failure reads exactly as it would alone), more are [`BridgeError::Several`].
+    pub fn all(results: impl IntoIterator<Item = Result<(), BridgeError>>) -> Result<(), Self> {
+        let mut failures = Vec::new();
+        for e in results.into_iter().filter_map(Result::err) {
+            match e {
+                BridgeError::Several(more) => failures.extend(more),
+                e => failures.push(e),
+            }
+        }
+        match failures.len() {
+            0 => Ok(()),
+            1 => Err(failures.remove(0)),
+            _ => Err(BridgeError::Several(failures)),
         }
     }
 
@@ -423,7 +468,7 @@ impl From<BridgeError> for libcni::Error {
     fn from(e: BridgeError) -> libcni::Error {
         match e {
             BridgeError::Cni(e) => e,
-            e => libcni::Error::new(e.code(), e.to_string()).with_details(e.details()),
+            e => libcni::Error::new(e.code(), e.message()).with_details(e.details()),
         }
     }
 }
@@ -526,6 +571,55 @@ mod tests {
         assert_eq!(
             libcni::Error::from(e),
             libcni::Error::internal("injected fault at bridge.x")
+        );
+    }
+
+    fn firewall(op: Op, stderr: &str) -> BridgeError {
+        use std::os::unix::process::ExitStatusExt;
+        FirewallError::Failed {
+            command: "nft -f -".into(),
+            status: std::process::ExitStatus::from_raw(1 << 8),
+            stderr: stderr.into(),
+            script: None,
+        }
+        .at(op)
+    }
+
+    #[test]
+    fn one_failure_reads_as_it_would_alone() {
+        assert!(BridgeError::all([Ok(()), Ok(())]).is_ok());
+        let alone = || firewall(Op::RemoveIpMasq, "Error: busy");
+        let e = BridgeError::all([Ok(()), Err(alone()), Ok(())]).unwrap_err();
+        assert_eq!(libcni::Error::from(e), libcni::Error::from(alone()));
+    }
+
+    #[test]
+    fn several_failures_are_all_reported_in_order() {
+        let ipam = libcni::Error::new(11, "lock busy").with_details("ipam details");
+        let e = BridgeError::all([
+            Err(BridgeError::from(ipam)),
+            Ok(()),
+            Err(firewall(Op::RemoveSpoofCheck, "Error: one")),
+            Err(BridgeError::all([
+                Err(firewall(Op::RemoveIpMasq, "Error: two")),
+                Err(BridgeError::from(Injected("bridge.x".into()))),
+            ])
+            .unwrap_err()),
+        ])
+        .unwrap_err();
+        let wire = libcni::Error::from(e);
+        // The first failure's code; each message once, in the order the steps were listed.
+        assert_eq!(wire.code, 11);
+        assert_eq!(
+            wire.msg,
+            "lock busy; \
+             failed to remove mac spoof check: nft -f - failed (exit status: 1): one; \
+             failed to remove IP masquerading: nft -f - failed (exit status: 1): two; \
+             injected fault at bridge.x"
+        );
+        assert_eq!(
+            wire.details,
+            "ipam details\n\nnft -f -: Error: one\n\nnft -f -: Error: two"
         );
     }
 }

@@ -9,33 +9,23 @@ use libcni::skel::CmdArgs;
 /// Removes the masquerade rules (both backends) and spoof-check chains of attachments of
 /// this network that are not in `cni.dev/valid-attachments`, then forwards GC to the IPAM
 /// plugin. Without the key nothing is removed here (the IPAM plugin decides for itself).
-/// Every step runs; the first error is returned.
+/// Every step runs; every failure is returned ([`BridgeError::all`]).
 pub fn gc(args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "GC")?;
-    let mut errors = Vec::new();
+    let mut results = Vec::new();
     if let Some(valid) = conf.common.gc_attachments()? {
         let valid: Vec<(&str, &str)> = valid
             .iter()
             .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
             .collect();
-        if let Err(e) = firewall::gc_ipmasq(conf.name(), &valid).during(Op::GcIpMasq) {
-            errors.push(e);
-        }
+        results.push(firewall::gc_ipmasq(conf.name(), &valid).during(Op::GcIpMasq));
         // Spoof-check rules carry no network name: only those whose host veth is gone go.
-        if let Err(e) = spoofcheck::gc(&valid).during(Op::GcSpoofCheck) {
-            errors.push(e);
-        }
+        results.push(spoofcheck::gc(&valid).during(Op::GcSpoofCheck));
     }
     if conf.is_layer3() {
-        let ipam = conf.ipam(args);
-        if let Err(e) = ipam.run("GC") {
-            errors.push(e.into());
-        }
+        results.push(conf.ipam(args).run("GC").map_err(BridgeError::from));
     }
-    match errors.into_iter().next() {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    BridgeError::all(results)
 }
 
 /// Ready unless the IPAM plugin says otherwise or the bridge name is taken by a link that
