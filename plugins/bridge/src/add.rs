@@ -7,50 +7,50 @@ use crate::container;
 use crate::error::{BridgeError, During, Op, Source};
 use crate::gateway::calc_gateways;
 use crate::host;
+use crate::kernel::{Kernel, Links, Sandbox};
 use crate::rollback::Rollback;
-use hostnet::firewall::{self, names, spoofcheck};
-use hostnet::netlink::{Link, Netlink};
-use libcni::netns::Netns;
+use hostnet::firewall::names;
+use hostnet::netlink::Link;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
 use libcni::{step, version};
-use std::os::fd::AsFd;
 
 /// Attempts at a free random host veth name.
 const VETH_NAME_ATTEMPTS: usize = 10;
 
-pub fn add(args: &CmdArgs) -> Result<CniResult, BridgeError> {
+pub fn add(k: &dyn Kernel, args: &CmdArgs) -> Result<CniResult, BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
     if !conf.is_layer3() && !version::at_least(&args.config_version, "0.3.0")? {
         // The reference finds this out only after creating the veth.
         return Err(BridgeError::NoValidIps);
     }
-    let netns = Netns::open(&args.netns).during(Op::OpenNetns {
+    let netns = k.open_netns(&args.netns).during(Op::OpenNetns {
         path: args.netns.clone(),
     })?;
-    let host = Netlink::current().during(Op::OpenNetlink)?;
-    let ctr = Netlink::in_netns(netns.as_fd()).during(Op::OpenNetlinkInContainer)?;
+    let host = k.host().during(Op::OpenNetlink)?;
+    let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
     let mut rollback = Rollback::default();
-    match add_attachment(args, &conf, &netns, &host, &ctr, &mut rollback) {
+    match add_attachment(k, args, &conf, &netns, &*host, &*ctr, &mut rollback) {
         Ok(result) => Ok(result),
         Err(e) => {
-            rollback.run(&host, &conf, args);
+            rollback.run(k, &*host, &conf, args);
             Err(e)
         }
     }
 }
 
 fn add_attachment(
+    k: &dyn Kernel,
     args: &CmdArgs,
     conf: &BridgeConf,
-    netns: &Netns,
-    host: &Netlink,
-    ctr: &Netlink,
+    netns: &Sandbox,
+    host: &dyn Links,
+    ctr: &dyn Links,
     rollback: &mut Rollback,
 ) -> Result<CniResult, BridgeError> {
-    let br = host::ensure_bridge(host, conf)?;
+    let br = host::ensure_bridge(k, host, conf)?;
     step::point("bridge.bridge-created")?;
-    let (host_veth, ctr_veth) = setup_veth(args, conf, netns, host, ctr, &br, rollback)?;
+    let (host_veth, ctr_veth) = setup_veth(k, args, conf, netns, host, ctr, &br, rollback)?;
     let mut result = CniResult {
         cni_version: args.config_version.clone(),
         interfaces: vec![
@@ -66,7 +66,7 @@ fn add_attachment(
 
     if conf.macspoofchk {
         rollback.spoofcheck = true;
-        spoofcheck::setup(
+        k.setup_spoofcheck(
             &args.container_id,
             &args.ifname,
             &host_veth.name,
@@ -85,7 +85,7 @@ fn add_attachment(
     let mut pinned_bridge = None;
     if conf.is_layer3() {
         let ipam = conf.ipam(args);
-        let mut ipam_result = ipam.add()?;
+        let mut ipam_result = k.ipam_add(&ipam)?;
         rollback.ipam = true;
         step::point("bridge.ipam-added")?;
         crate::ipam_result::check(&mut ipam_result)?;
@@ -95,24 +95,24 @@ fn add_attachment(
         let gateways = calc_gateways(&mut result, conf)?;
 
         let has_v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
-        container::set_sysctls(netns, &args.ifname, conf.enable_dad, has_v6)?;
+        container::set_sysctls(k, netns, &args.ifname, conf.enable_dad, has_v6)?;
         container::configure_iface(ctr, ctr_veth.index, &args.ifname, &result)?;
 
         let gw_link = if conf.vlan != 0 && conf.is_gateway {
-            let vlan_if = host::ensure_vlan_interface(host, &br, conf)?;
+            let vlan_if = host::ensure_vlan_interface(k, host, &br, conf)?;
             result.interfaces.push(iface(&vlan_if.name, vlan_if.mac));
             vlan_if
         } else {
             br.clone()
         };
-        pinned_bridge = host::ensure_gateways(host, &gw_link, &gateways, conf.force_address)?
+        pinned_bridge = host::ensure_gateways(k, host, &gw_link, &gateways, conf.force_address)?
             .filter(|link| link.index == br.index);
 
         if conf.ip_masq {
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             rollback.ipmasq = ips.clone();
             let att = conf.attachment(args);
-            firewall::setup_ipmasq(conf.ip_masq_backend, &att, &ips)
+            k.setup_ipmasq(conf.ip_masq_backend, &att, &ips)
                 .during(Op::SetUpIpMasq { ips: ips.clone() })?;
             step::point("bridge.ipmasq-set")?;
         }
@@ -147,12 +147,14 @@ fn add_attachment(
 
 /// Creates the veth pair with the container end born in the container, attaches the host
 /// end to the bridge with the port options, and returns (host end, container end).
+#[allow(clippy::too_many_arguments)]
 fn setup_veth(
+    k: &dyn Kernel,
     args: &CmdArgs,
     conf: &BridgeConf,
-    netns: &Netns,
-    host: &Netlink,
-    ctr: &Netlink,
+    netns: &Sandbox,
+    host: &dyn Links,
+    ctr: &dyn Links,
     br: &Link,
     rollback: &mut Rollback,
 ) -> Result<(Link, Link), BridgeError> {
@@ -168,7 +170,7 @@ fn setup_veth(
     let mut host_name = host::random_veth_name()?;
     let mut attempt = 1;
     loop {
-        match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns.as_fd()) {
+        match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns) {
             Ok(()) => {
                 rollback.host_veth = Some(host_name.clone());
                 step::point("bridge.veth-created")?;
@@ -209,9 +211,7 @@ fn setup_veth(
     })?;
     step::point("bridge.port-options-set")?;
     // We own the routes of the host end too.
-    if let Ok(path) = hostnet::sysctl::path(&["net", "ipv6", "conf", &host_name, "accept_ra"]) {
-        let _ = hostnet::sysctl::ensure_path(&path, "0");
-    }
+    let _ = k.host_sysctl(&["net", "ipv6", "conf", &host_name, "accept_ra"], "0");
     Ok((host_veth, ctr_veth))
 }
 

@@ -5,20 +5,18 @@
 use crate::config::{BridgeConf, mac_string};
 use crate::error::{BridgeError, During, Op};
 use crate::host;
-use hostnet::firewall::{self, spoofcheck};
-use hostnet::netlink::{IpFamily, Link, Netlink};
-use libcni::netns::Netns;
+use crate::kernel::{Kernel, Links};
+use hostnet::netlink::{IpFamily, Link};
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
-use std::os::fd::AsFd;
 
-pub fn check(args: &CmdArgs) -> Result<(), BridgeError> {
+pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
-    let netns = Netns::open(&args.netns).during(Op::OpenNetns {
+    let netns = k.open_netns(&args.netns).during(Op::OpenNetns {
         path: args.netns.clone(),
     })?;
     if conf.is_layer3() {
-        conf.ipam(args).run("CHECK")?;
+        k.ipam_run(&conf.ipam(args), "CHECK")?;
     }
     let prev = conf
         .common
@@ -32,15 +30,15 @@ pub fn check(args: &CmdArgs) -> Result<(), BridgeError> {
         .interfaces
         .iter()
         .find(|i| i.name == args.ifname && i.sandbox == args.netns);
-    let host = Netlink::current().during(Op::OpenNetlink)?;
-    let br = check_bridge(&host, &conf, br_entry)?;
+    let host = k.host().during(Op::OpenNetlink)?;
+    let br = check_bridge(&*host, &conf, br_entry)?;
     let ctr_entry = ctr_entry.ok_or_else(|| BridgeError::SandboxMismatch {
         netns: args.netns.clone(),
     })?;
 
-    let ctr = Netlink::in_netns(netns.as_fd()).during(Op::OpenNetlinkInContainer)?;
-    let ctr_link = check_container_iface(&ctr, ctr_entry)?;
-    let host_veth = find_host_veth(&host, &result, &br, &ctr_link)?;
+    let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
+    let ctr_link = check_container_iface(&*ctr, ctr_entry)?;
+    let host_veth = find_host_veth(&*host, &result, &br, &ctr_link)?;
     if host_veth.hairpin != Some(conf.hairpin_mode) {
         return Err(BridgeError::Hairpin {
             port: host_veth.name,
@@ -49,13 +47,14 @@ pub fn check(args: &CmdArgs) -> Result<(), BridgeError> {
         });
     }
     if conf.macspoofchk {
-        let ok = spoofcheck::check(
-            &args.container_id,
-            &args.ifname,
-            &host_veth.name,
-            &ctr_entry.mac,
-        )
-        .during(Op::ReadSpoofCheck)?;
+        let ok = k
+            .check_spoofcheck(
+                &args.container_id,
+                &args.ifname,
+                &host_veth.name,
+                &ctr_entry.mac,
+            )
+            .during(Op::ReadSpoofCheck)?;
         if !ok {
             return Err(BridgeError::SpoofCheckMissing {
                 port: host_veth.name,
@@ -63,13 +62,14 @@ pub fn check(args: &CmdArgs) -> Result<(), BridgeError> {
         }
     }
     if conf.is_layer3() {
-        check_addresses(&ctr, &ctr_link, &result)?;
-        check_routes(&ctr, &result)?;
+        check_addresses(&*ctr, &ctr_link, &result)?;
+        check_routes(&*ctr, &result)?;
         if conf.ip_masq {
             let att = conf.attachment(args);
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
-            let ok =
-                firewall::check_ipmasq(conf.ip_masq_backend, &att, &ips).during(Op::ReadIpMasq)?;
+            let ok = k
+                .check_ipmasq(conf.ip_masq_backend, &att, &ips)
+                .during(Op::ReadIpMasq)?;
             if !ok {
                 return Err(BridgeError::IpMasqMissing {
                     container_id: args.container_id.clone(),
@@ -81,7 +81,7 @@ pub fn check(args: &CmdArgs) -> Result<(), BridgeError> {
 }
 
 fn check_bridge(
-    host: &Netlink,
+    host: &dyn Links,
     conf: &BridgeConf,
     entry: Option<&Interface>,
 ) -> Result<Link, BridgeError> {
@@ -117,7 +117,7 @@ fn check_bridge(
     Ok(link)
 }
 
-fn check_container_iface(ctr: &Netlink, entry: &Interface) -> Result<Link, BridgeError> {
+fn check_container_iface(ctr: &dyn Links, entry: &Interface) -> Result<Link, BridgeError> {
     let link = ctr
         .link_by_name(&entry.name)
         .during(Op::LookUpTheContainerIface)?
@@ -142,7 +142,7 @@ fn check_container_iface(ctr: &Netlink, entry: &Interface) -> Result<Link, Bridg
 /// The host veth of the result whose peer is the container interface; it must be a port
 /// of the bridge.
 fn find_host_veth(
-    host: &Netlink,
+    host: &dyn Links,
     result: &CniResult,
     br: &Link,
     ctr: &Link,
@@ -176,7 +176,7 @@ fn mac_matches(entry: &Interface, link: &Link) -> bool {
     entry.mac.is_empty() || mac_string(link.mac) == entry.mac
 }
 
-fn check_addresses(ctr: &Netlink, link: &Link, result: &CniResult) -> Result<(), BridgeError> {
+fn check_addresses(ctr: &dyn Links, link: &Link, result: &CniResult) -> Result<(), BridgeError> {
     let present = ctr
         .addresses(Some(link.index))
         .during(Op::ListContainerAddrs)?;
@@ -191,7 +191,7 @@ fn check_addresses(ctr: &Netlink, link: &Link, result: &CniResult) -> Result<(),
     Ok(())
 }
 
-fn check_routes(ctr: &Netlink, result: &CniResult) -> Result<(), BridgeError> {
+fn check_routes(ctr: &dyn Links, result: &CniResult) -> Result<(), BridgeError> {
     let mut routes = ctr.routes(IpFamily::V4).during(Op::ListContainerRoutes)?;
     routes.extend(ctr.routes(IpFamily::V6).during(Op::ListContainerRoutes)?);
     for want in &result.routes {

@@ -2,9 +2,8 @@
 //! (Go `ipam.ConfigureIface` plus the bridge plugin's DAD and arp_notify settings).
 
 use crate::error::{BridgeError, During, Op, Source};
-use hostnet::netlink::{Netlink, RouteSpec};
-use hostnet::sysctl;
-use libcni::netns::Netns;
+use crate::kernel::{Kernel, Links, Sandbox, Sysctl};
+use hostnet::netlink::RouteSpec;
 use libcni::step;
 use libcni::types::CniResult;
 use std::net::IpAddr;
@@ -15,7 +14,8 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Writes the container's sysctls in one trip into the namespace.
 pub fn set_sysctls(
-    netns: &Netns,
+    k: &dyn Kernel,
+    netns: &Sandbox,
     ifname: &str,
     enable_dad: bool,
     has_ipv6: bool,
@@ -37,25 +37,28 @@ pub fn set_sysctls(
             "1",
         ));
     }
-    let outcome = netns.run(|| {
-        for (components, value) in &settings {
-            let result = sysctl::path(components).and_then(|p| sysctl::ensure_path(&p, value));
+    let settings: Vec<Sysctl> = settings
+        .into_iter()
+        .map(|(name, value)| Sysctl {
             // The DAD knobs are best effort, as in the reference (kernels without IPv6).
-            let required = components.last().is_some_and(|c| *c == "disable_ipv6");
-            if let (Err(e), true) = (result, required) {
-                return Err(e.at(Op::SetSysctl {
-                    name: components.join("."),
-                }));
-            }
-        }
-        Ok(())
-    });
-    outcome.during(Op::EnterContainer)?
+            required: name.last().is_some_and(|c| *c == "disable_ipv6"),
+            name,
+            value,
+        })
+        .collect();
+    k.sysctls_in(netns, &settings)
+        .during(Op::EnterContainer)?
+        .map_err(|(i, e)| {
+            let name = settings.get(i).map(|s| s.name.join("."));
+            e.at(Op::SetSysctl {
+                name: name.unwrap_or_default(),
+            })
+        })
 }
 
 /// Adds the result's addresses and routes to the container interface and brings it up.
 pub fn configure_iface(
-    nl: &Netlink,
+    nl: &dyn Links,
     ifindex: u32,
     ifname: &str,
     result: &CniResult,

@@ -12,14 +12,13 @@
 
 use crate::config::{BridgeConf, parse_mac};
 use crate::error::{BridgeError, During, NotOurs, Op, Source};
-use hostnet::firewall::{self, spoofcheck};
-use hostnet::netlink::{Link, Netlink};
+use crate::kernel::{Kernel, Links, Sandbox};
+use hostnet::netlink::Link;
 use ipnetwork::IpNetwork;
-use libcni::netns::{Netns, NetnsError};
+use libcni::netns::NetnsError;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
 use libcni::{step, task};
-use std::os::fd::AsFd;
 
 /// What DEL found of the container side.
 enum ContainerSide {
@@ -27,12 +26,12 @@ enum ContainerSide {
     /// global addresses.
     Deleted(Vec<IpNetwork>),
     /// The namespace is there but holds no such interface.
-    NoLink(Netns),
+    NoLink(Sandbox),
     /// No namespace given, or it is gone, or the path is not a namespace.
     Unreachable,
 }
 
-pub fn del(args: &CmdArgs) -> Result<(), BridgeError> {
+pub fn del(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "DEL")?;
     let prev = prev_result(&conf, &args.config_version);
     let prev_ips: Vec<IpNetwork> = prev
@@ -42,26 +41,26 @@ pub fn del(args: &CmdArgs) -> Result<(), BridgeError> {
         .collect();
     if prev_ips.is_empty() {
         // The masquerade rules to remove are known only once the link's addresses are.
-        let ips = delete_links(args, &conf, prev.as_ref(), &prev_ips)?;
+        let ips = delete_links(k, args, &conf, prev.as_ref(), &prev_ips)?;
         let results = [
-            release_ipam(args, &conf),
-            remove_spoofcheck(args, &conf),
-            remove_ipmasq(args, &conf, &ips),
+            release_ipam(k, args, &conf),
+            remove_spoofcheck(k, args, &conf),
+            remove_ipmasq(k, args, &conf, &ips),
         ];
         return BridgeError::all(results);
     }
     // prevResult names the IPs: nothing else waits for the links, whose delete waits for
     // the kernel (an RCU grace period), so the other steps run meanwhile.
     let (links, ipam, spoofcheck, ipmasq) = std::thread::scope(|s| {
-        let links = task::start(s, || delete_links(args, &conf, prev.as_ref(), &prev_ips));
-        let ipam = task::start(s, || release_ipam(args, &conf));
-        let spoofcheck = remove_spoofcheck(args, &conf);
-        let ipmasq = remove_ipmasq(args, &conf, &prev_ips);
+        let links = task::start(s, || delete_links(k, args, &conf, prev.as_ref(), &prev_ips));
+        let ipam = task::start(s, || release_ipam(k, args, &conf));
+        let spoofcheck = remove_spoofcheck(k, args, &conf);
+        let ipmasq = remove_ipmasq(k, args, &conf, &prev_ips);
         (links.join(), ipam.join(), spoofcheck, ipmasq)
     });
     // A link address prevResult did not name (stale prevResult) may have rules of its own.
     let extra_masq = match &links {
-        Ok(ips) if ips.len() > prev_ips.len() => remove_ipmasq(args, &conf, ips),
+        Ok(ips) if ips.len() > prev_ips.len() => remove_ipmasq(k, args, &conf, ips),
         _ => Ok(()),
     };
     BridgeError::all([links.map(drop), ipam, spoofcheck, ipmasq, extra_masq])
@@ -70,13 +69,14 @@ pub fn del(args: &CmdArgs) -> Result<(), BridgeError> {
 /// Deletes the veth pair; returns `prev_ips` and the other global addresses the container
 /// interface had.
 fn delete_links(
+    k: &dyn Kernel,
     args: &CmdArgs,
     conf: &BridgeConf,
     prev: Option<&CniResult>,
     prev_ips: &[IpNetwork],
 ) -> Result<Vec<IpNetwork>, BridgeError> {
     let mut ips = prev_ips.to_vec();
-    match delete_container_link(args)? {
+    match delete_container_link(k, args)? {
         ContainerSide::Deleted(addrs) => {
             for ip in addrs {
                 if !ips.contains(&ip) {
@@ -84,43 +84,50 @@ fn delete_links(
                 }
             }
         }
-        ContainerSide::NoLink(ns) => delete_host_veths(conf, prev, Some(&ns))?,
-        ContainerSide::Unreachable => delete_host_veths(conf, prev, None)?,
+        ContainerSide::NoLink(ns) => delete_host_veths(k, conf, prev, Some(&ns))?,
+        ContainerSide::Unreachable => delete_host_veths(k, conf, prev, None)?,
     }
     step::point("bridge.links-deleted")?;
     Ok(ips)
 }
 
-fn release_ipam(args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
+fn release_ipam(k: &dyn Kernel, args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
     if conf.is_layer3() {
-        conf.ipam(args).run("DEL")?;
+        k.ipam_run(&conf.ipam(args), "DEL")?;
         step::point("bridge.ipam-released")?;
     }
     Ok(())
 }
 
-fn remove_spoofcheck(args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
+fn remove_spoofcheck(k: &dyn Kernel, args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
     if conf.macspoofchk {
-        spoofcheck::teardown(&args.container_id, &args.ifname).during(Op::RemoveSpoofCheck)?;
+        k.teardown_spoofcheck(&args.container_id, &args.ifname)
+            .during(Op::RemoveSpoofCheck)?;
         step::point("bridge.spoofcheck-removed")?;
     }
     Ok(())
 }
 
-fn remove_ipmasq(args: &CmdArgs, conf: &BridgeConf, ips: &[IpNetwork]) -> Result<(), BridgeError> {
+fn remove_ipmasq(
+    k: &dyn Kernel,
+    args: &CmdArgs,
+    conf: &BridgeConf,
+    ips: &[IpNetwork],
+) -> Result<(), BridgeError> {
     if conf.is_layer3() && conf.ip_masq {
-        firewall::teardown_ipmasq(&conf.attachment(args), ips).during(Op::RemoveIpMasq)?;
+        k.teardown_ipmasq(&conf.attachment(args), ips)
+            .during(Op::RemoveIpMasq)?;
         step::point("bridge.ipmasq-removed")?;
     }
     Ok(())
 }
 
 /// Deletes the container interface and returns its global addresses.
-fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, BridgeError> {
+fn delete_container_link(k: &dyn Kernel, args: &CmdArgs) -> Result<ContainerSide, BridgeError> {
     if args.netns.is_empty() {
         return Ok(ContainerSide::Unreachable);
     }
-    let netns = match Netns::open(&args.netns) {
+    let netns = match k.open_netns(&args.netns) {
         Ok(ns) => ns,
         Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
             libcni::log!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
@@ -132,7 +139,7 @@ fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, BridgeError> {
             }));
         }
     };
-    let nl = Netlink::in_netns(netns.as_fd()).during(Op::OpenNetlinkInContainer)?;
+    let nl = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
     let Some(link) = nl.link_by_name(&args.ifname).during(Op::Lookup {
         verb: "failed to lookup",
         name: args.ifname.clone(),
@@ -165,14 +172,15 @@ fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, BridgeError> {
 /// are still veth ports of our bridge and provably this attachment's. A dead namespace
 /// took the pair with it already.
 fn delete_host_veths(
+    k: &dyn Kernel,
     conf: &BridgeConf,
     prev: Option<&CniResult>,
-    named_ns: Option<&Netns>,
+    named_ns: Option<&Sandbox>,
 ) -> Result<(), BridgeError> {
     let Some(prev) = prev else {
         return Ok(());
     };
-    let host = Netlink::current().during(Op::OpenNetlink)?;
+    let host = k.host().during(Op::OpenNetlink)?;
     let Some(br) = host.link_by_name(&conf.bridge).during(Op::Lookup {
         verb: "failed to lookup",
         name: conf.bridge.clone(),
@@ -180,12 +188,12 @@ fn delete_host_veths(
     else {
         return Ok(());
     };
-    for veth in crate::host::result_veths(&host, prev, &conf.bridge) {
+    for veth in crate::host::result_veths(&*host, prev, &conf.bridge) {
         let (entry, link) = veth?;
         if link.master != Some(br.index) {
             continue;
         }
-        if let Err(why) = owned_by_us(&host, entry, &link, named_ns) {
+        if let Err(why) = owned_by_us(&*host, entry, &link, named_ns) {
             libcni::log!("bridge: DEL: leaving {:?} alone: {why}", entry.name);
             continue;
         }
@@ -205,10 +213,10 @@ fn delete_host_veths(
 /// attachment's only when its MAC is the one the result recorded (the kernel gives every
 /// veth a random MAC) and, when this DEL names a living namespace, its peer lives there.
 fn owned_by_us(
-    host: &Netlink,
+    host: &dyn Links,
     entry: &Interface,
     link: &Link,
-    named_ns: Option<&Netns>,
+    named_ns: Option<&Sandbox>,
 ) -> Result<(), NotOurs> {
     let recorded = parse_mac(&entry.mac).ok_or(NotOurs::NoRecordedMac)?;
     if link.mac != Some(recorded) {
@@ -217,7 +225,7 @@ fn owned_by_us(
         });
     }
     if let Some(ns) = named_ns {
-        let ns_id = host.netns_id(ns.as_fd()).map_err(NotOurs::PeerUnknown)?;
+        let ns_id = host.netns_id(ns).map_err(NotOurs::PeerUnknown)?;
         if ns_id.is_none() || link.peer_netns_id != ns_id {
             return Err(NotOurs::PeerElsewhere);
         }

@@ -2,15 +2,14 @@
 
 use crate::config::BridgeConf;
 use crate::error::{BridgeError, During, Op};
-use hostnet::firewall::{self, spoofcheck};
-use hostnet::netlink::Netlink;
+use crate::kernel::Kernel;
 use libcni::skel::CmdArgs;
 
 /// Removes the masquerade rules (both backends) and spoof-check chains of attachments of
 /// this network that are not in `cni.dev/valid-attachments`, then forwards GC to the IPAM
 /// plugin. Without the key nothing is removed here (the IPAM plugin decides for itself).
 /// Every step runs; every failure is returned ([`BridgeError::all`]).
-pub fn gc(args: &CmdArgs) -> Result<(), BridgeError> {
+pub fn gc(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "GC")?;
     let mut results = Vec::new();
     if let Some(valid) = conf.common.gc_attachments()? {
@@ -18,21 +17,25 @@ pub fn gc(args: &CmdArgs) -> Result<(), BridgeError> {
             .iter()
             .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
             .collect();
-        results.push(firewall::gc_ipmasq(conf.name(), &valid).during(Op::GcIpMasq));
+        results.push(k.gc_ipmasq(conf.name(), &valid).during(Op::GcIpMasq));
         // Spoof-check rules carry no network name: only those whose host veth is gone go.
-        results.push(spoofcheck::gc(&valid).during(Op::GcSpoofCheck));
+        results.push(k.gc_spoofcheck(&valid).during(Op::GcSpoofCheck));
     }
     if conf.is_layer3() {
-        results.push(conf.ipam(args).run("GC").map_err(BridgeError::from));
+        results.push(
+            k.ipam_run(&conf.ipam(args), "GC")
+                .map_err(BridgeError::from),
+        );
     }
     BridgeError::all(results)
 }
 
 /// Ready unless the IPAM plugin says otherwise or the bridge name is taken by a link that
 /// is not a bridge (ADD would fail).
-pub fn status(args: &CmdArgs) -> Result<(), BridgeError> {
+pub fn status(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
-    let nl = Netlink::current()
+    let nl = k
+        .host()
         .during(Op::NetlinkUnavailable)
         .map_err(BridgeError::unavailable)?;
     let link = nl
@@ -51,7 +54,7 @@ pub fn status(args: &CmdArgs) -> Result<(), BridgeError> {
         return Err(e.unavailable());
     }
     if conf.is_layer3() {
-        conf.ipam(args).run("STATUS")?;
+        k.ipam_run(&conf.ipam(args), "STATUS")?;
     }
     Ok(())
 }

@@ -3,8 +3,8 @@
 use crate::config::BridgeConf;
 use crate::error::{BridgeError, During, Op, Source};
 use crate::gateway::Gateways;
-use hostnet::netlink::{IpFamily, Link, Netlink};
-use hostnet::sysctl;
+use crate::kernel::{Kernel, Links};
+use hostnet::netlink::{IpFamily, Link};
 use ipnetwork::IpNetwork;
 use libcni::step;
 use libcni::types::{CniResult, Interface};
@@ -13,14 +13,22 @@ use std::net::IpAddr;
 /// Creates the bridge if needed (a concurrent creator winning the race is fine), checks
 /// that an existing link of that name is a bridge, and brings it up. Errors carry the
 /// reference's `failed to create bridge "<name>": ` prefix.
-pub fn ensure_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, BridgeError> {
-    create_or_reuse_bridge(nl, conf).map_err(|e| BridgeError::CreateBridge {
+pub fn ensure_bridge(
+    k: &dyn Kernel,
+    nl: &dyn Links,
+    conf: &BridgeConf,
+) -> Result<Link, BridgeError> {
+    create_or_reuse_bridge(k, nl, conf).map_err(|e| BridgeError::CreateBridge {
         name: conf.bridge.clone(),
         source: Box::new(e),
     })
 }
 
-fn create_or_reuse_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, BridgeError> {
+fn create_or_reuse_bridge(
+    k: &dyn Kernel,
+    nl: &dyn Links,
+    conf: &BridgeConf,
+) -> Result<Link, BridgeError> {
     let name = &conf.bridge;
     // Look first: on every ADD but a node's first the bridge exists, and one request does.
     let (br, created) = match nl.link_by_name(name).during(Op::Lookup {
@@ -55,9 +63,7 @@ fn create_or_reuse_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Bridg
             .during(Op::SetPromisc { name: name.clone() })?;
     }
     // We own the routes of this interface. Errors are ignored as in the reference (no IPv6).
-    if let Ok(path) = sysctl::path(&["net", "ipv6", "conf", name, "accept_ra"]) {
-        let _ = sysctl::ensure_path(&path, "0");
-    }
+    let _ = k.host_sysctl(&["net", "ipv6", "conf", name, "accept_ra"], "0");
     if !br.admin_up {
         nl.set_up(br.index)
             .during(Op::SetUp { name: name.clone() })?;
@@ -66,7 +72,7 @@ fn create_or_reuse_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Bridg
 }
 
 /// The link named `name`; its absence is an error in Go's words: `<verb> "<name>": Link not found`.
-pub fn link_named(nl: &Netlink, name: &str, verb: &'static str) -> Result<Link, BridgeError> {
+pub fn link_named(nl: &dyn Links, name: &str, verb: &'static str) -> Result<Link, BridgeError> {
     let op = || Op::Lookup {
         verb,
         name: name.to_string(),
@@ -82,7 +88,7 @@ pub fn link_named(nl: &Netlink, name: &str, verb: &'static str) -> Result<Link, 
 /// The veths among a result's host-side interfaces (not the bridge) that still exist,
 /// looked up one at a time as the caller walks.
 pub fn result_veths<'a>(
-    nl: &'a Netlink,
+    nl: &'a dyn Links,
     result: &'a CniResult,
     bridge: &'a str,
 ) -> impl Iterator<Item = Result<(&'a Interface, Link), BridgeError>> + 'a {
@@ -101,7 +107,7 @@ pub fn result_veths<'a>(
 }
 
 /// The link named `name`, which must be a bridge.
-pub fn bridge_by_name(nl: &Netlink, name: &str) -> Result<Link, BridgeError> {
+pub fn bridge_by_name(nl: &dyn Links, name: &str) -> Result<Link, BridgeError> {
     let link = link_named(nl, name, "could not lookup")?;
     require_bridge(&link)?;
     Ok(link)
@@ -121,7 +127,8 @@ fn require_bridge(link: &Link) -> Result<(), BridgeError> {
 /// current value (or it follows the lowest port MAC as ports churn) and returns the link
 /// as read for that. Errors carry the reference's `failed to set bridge addr: ` prefix.
 pub fn ensure_gateways(
-    nl: &Netlink,
+    k: &dyn Kernel,
+    nl: &dyn Links,
     link: &Link,
     gateways: &Gateways,
     force_address: bool,
@@ -146,7 +153,7 @@ pub fn ensure_gateways(
         }
         step::point("bridge.gateway-addresses")?;
         if !gws.is_empty() {
-            enable_forwarding(family)?;
+            enable_forwarding(k, family)?;
             step::point("bridge.forwarding")?;
         }
     }
@@ -170,7 +177,7 @@ pub fn ensure_gateways(
 /// `force_address` replaces it. `present` is the bridge's addresses, updated here.
 /// Returns whether `gw` was added.
 fn ensure_gateway_addr(
-    nl: &Netlink,
+    nl: &dyn Links,
     br: &Link,
     present: &mut Vec<IpNetwork>,
     gw: IpNetwork,
@@ -218,14 +225,12 @@ fn ensure_gateway_addr(
 }
 
 /// Turns on forwarding for the family (written only when not already 1).
-fn enable_forwarding(family: IpFamily) -> Result<(), BridgeError> {
-    let name = match family {
-        IpFamily::V4 => "net.ipv4.ip_forward",
-        IpFamily::V6 => "net.ipv6.conf.all.forwarding",
+fn enable_forwarding(k: &dyn Kernel, family: IpFamily) -> Result<(), BridgeError> {
+    let name: &[&str] = match family {
+        IpFamily::V4 => &["net", "ipv4", "ip_forward"],
+        IpFamily::V6 => &["net", "ipv6", "conf", "all", "forwarding"],
     };
-    sysctl::ensure(name, "1")
-        .map(drop)
-        .during(Op::EnableForwarding)
+    k.host_sysctl(name, "1").during(Op::EnableForwarding)
 }
 
 /// A random host veth name, `veth` + 8 hex digits (Go `RandomVethName`).
@@ -244,7 +249,8 @@ pub fn random_veth_name() -> Result<String, BridgeError> {
 /// The VLAN gateway interface `<bridge>.<vlan>` (Go `ensureVlanInterface`): one end of a
 /// veth pair in the host whose other end is a port of the bridge in that VLAN.
 pub fn ensure_vlan_interface(
-    nl: &Netlink,
+    k: &dyn Kernel,
+    nl: &dyn Links,
     br: &Link,
     conf: &BridgeConf,
 ) -> Result<Link, BridgeError> {
@@ -256,10 +262,9 @@ pub fn ensure_vlan_interface(
     if let Some(link) = nl.link_by_name(&name).during(find())? {
         return Ok(link);
     }
-    let own = libcni::netns::Netns::current().during(Op::FindHostNetns)?;
+    let own = k.own_netns().during(Op::FindHostNetns)?;
     let port_name = random_veth_name()?;
-    use std::os::fd::AsFd;
-    match nl.create_veth(&port_name, &name, Some(br.mtu), None, own.as_fd()) {
+    match nl.create_veth(&port_name, &name, Some(br.mtu), None, &own) {
         Ok(()) => {}
         // A concurrent ADD created it first: use theirs (they configure its port).
         Err(e) if e.is_exists() => {

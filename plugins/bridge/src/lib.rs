@@ -11,9 +11,14 @@ mod gateway;
 mod gc;
 mod host;
 mod ipam_result;
+mod kernel;
 mod rollback;
 mod vlan;
 
+#[cfg(test)]
+mod tests;
+
+use kernel::Real;
 use libcni::skel::{CmdArgs, Plugin};
 use libcni::{CniResult, Error};
 
@@ -24,18 +29,18 @@ pub struct Bridge;
 
 impl Plugin for Bridge {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        Ok(add::add(args)?)
+        Ok(add::add(&Real, args)?)
     }
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(del::del(args)?)
+        Ok(del::del(&Real, args)?)
     }
     fn check(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(check::check(args)?)
+        Ok(check::check(&Real, args)?)
     }
     fn status(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(gc::status(args)?)
+        Ok(gc::status(&Real, args)?)
     }
     fn gc(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(gc::gc(args)?)
+        Ok(gc::gc(&Real, args)?)
     }
 }
