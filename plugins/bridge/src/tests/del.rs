@@ -154,3 +154,24 @@ fn without_prev_result_a_failed_link_delete_stops_del() {
     assert!(k.state().leased);
     assert!(!k.take_log().iter().any(|l| l.starts_with("ipam")));
 }
+
+#[test]
+fn a_gone_host_veth_is_no_failure() {
+    let drop_host_end = |k: &Fake, veth: &str| {
+        let mut st = k.state();
+        let host = st.namespaces.get_mut(HOST).unwrap();
+        host.links.retain(|l| l.name != veth);
+    };
+    // The container end is still there: it goes, the rest is cleaned.
+    let (k, result) = added();
+    drop_host_end(&k, &host_veth(&result));
+    del(&k, &conf_prev(&result), CTR).unwrap();
+    assert_clean(&k);
+    // Neither end is found: nothing to delete, the rest is cleaned.
+    let (k, result) = added();
+    drop_host_end(&k, &host_veth(&result));
+    rename_container_iface(&k);
+    del(&k, &conf_prev(&result), CTR).unwrap();
+    assert!(!k.state().leased);
+    assert!(k.state().rules.is_empty());
+}
