@@ -4,53 +4,53 @@
 
 use crate::config::{BridgeConf, mac_string};
 use crate::container;
-use crate::fail::{Context, fail, firewall_fail};
+use crate::error::{BridgeError, During, Op, Source};
 use crate::gateway::calc_gateways;
 use crate::host;
+use crate::kernel::{Kernel, Links, Sandbox};
 use crate::rollback::Rollback;
-use hostnet::firewall::{self, names, spoofcheck};
-use hostnet::netlink::{Link, Netlink};
-use libcni::netns::Netns;
+use hostnet::firewall::names;
+use hostnet::netlink::Link;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, step, version};
-use std::os::fd::AsFd;
+use libcni::{step, version};
 
 /// Attempts at a free random host veth name.
 const VETH_NAME_ATTEMPTS: usize = 10;
 
-pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
+pub fn add(k: &dyn Kernel, args: &CmdArgs) -> Result<CniResult, BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
     if !conf.is_layer3() && !version::at_least(&args.config_version, "0.3.0")? {
         // The reference finds this out only after creating the veth.
-        return Err(Error::internal("cannot convert: no valid IP addresses"));
+        return Err(BridgeError::NoValidIps);
     }
-    let netns = Netns::open(&args.netns)
-        .map_err(|e| fail(format!("failed to open netns {:?}", args.netns), e))?;
-    let host = Netlink::current().context("failed to open netlink socket")?;
-    let ctr = Netlink::in_netns(netns.as_fd())
-        .context("failed to open netlink socket in the container")?;
+    let netns = k.open_netns(&args.netns).during(Op::OpenNetns {
+        path: args.netns.clone(),
+    })?;
+    let host = k.host().during(Op::OpenNetlink)?;
+    let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
     let mut rollback = Rollback::default();
-    match add_attachment(args, &conf, &netns, &host, &ctr, &mut rollback) {
+    match add_attachment(k, args, &conf, &netns, &*host, &*ctr, &mut rollback) {
         Ok(result) => Ok(result),
         Err(e) => {
-            rollback.run(&host, &conf, args);
+            rollback.run(k, &*host, &conf, args);
             Err(e)
         }
     }
 }
 
 fn add_attachment(
+    k: &dyn Kernel,
     args: &CmdArgs,
     conf: &BridgeConf,
-    netns: &Netns,
-    host: &Netlink,
-    ctr: &Netlink,
+    netns: &Sandbox,
+    host: &dyn Links,
+    ctr: &dyn Links,
     rollback: &mut Rollback,
-) -> Result<CniResult, Error> {
-    let br = host::ensure_bridge(host, conf)?;
+) -> Result<CniResult, BridgeError> {
+    let br = host::ensure_bridge(k, host, conf)?;
     step::point("bridge.bridge-created")?;
-    let (host_veth, ctr_veth) = setup_veth(args, conf, netns, host, ctr, &br, rollback)?;
+    let (host_veth, ctr_veth) = setup_veth(k, args, conf, netns, host, ctr, &br, rollback)?;
     let mut result = CniResult {
         cni_version: args.config_version.clone(),
         interfaces: vec![
@@ -66,20 +66,18 @@ fn add_attachment(
 
     if conf.macspoofchk {
         rollback.spoofcheck = true;
-        spoofcheck::setup(
+        k.setup_spoofcheck(
             &args.container_id,
             &args.ifname,
             &host_veth.name,
             &mac_string(ctr_veth.mac),
         )
-        .map_err(|e| {
-            let reference = names::spoofcheck_ref(&args.container_id, &args.ifname);
-            let chain = names::spoofcheck_iface_chain(&reference);
-            let what = format!(
-                "failed to set up mac spoof check for {:?} (nft chain {chain:?} in table bridge nat)",
-                host_veth.name
-            );
-            firewall_fail(what, e)
+        .during(Op::SetUpSpoofCheck {
+            veth: host_veth.name.clone(),
+            chain: names::spoofcheck_iface_chain(&names::spoofcheck_ref(
+                &args.container_id,
+                &args.ifname,
+            )),
         })?;
         step::point("bridge.spoofcheck-set")?;
     }
@@ -87,7 +85,7 @@ fn add_attachment(
     let mut pinned_bridge = None;
     if conf.is_layer3() {
         let ipam = conf.ipam(args);
-        let mut ipam_result = ipam.add()?;
+        let mut ipam_result = k.ipam_add(&ipam)?;
         rollback.ipam = true;
         step::point("bridge.ipam-added")?;
         crate::ipam_result::check(&mut ipam_result)?;
@@ -97,38 +95,38 @@ fn add_attachment(
         let gateways = calc_gateways(&mut result, conf)?;
 
         let has_v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
-        container::set_sysctls(netns, &args.ifname, conf.enable_dad, has_v6)?;
+        container::set_sysctls(k, netns, &args.ifname, conf.enable_dad, has_v6)?;
         container::configure_iface(ctr, ctr_veth.index, &args.ifname, &result)?;
 
         let gw_link = if conf.vlan != 0 && conf.is_gateway {
-            let vlan_if = host::ensure_vlan_interface(host, &br, conf)?;
+            let vlan_if = host::ensure_vlan_interface(k, host, &br, conf)?;
             result.interfaces.push(iface(&vlan_if.name, vlan_if.mac));
             vlan_if
         } else {
             br.clone()
         };
-        pinned_bridge = host::ensure_gateways(host, &gw_link, &gateways, conf.force_address)?
+        pinned_bridge = host::ensure_gateways(k, host, &gw_link, &gateways, conf.force_address)?
             .filter(|link| link.index == br.index);
 
         if conf.ip_masq {
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             rollback.ipmasq = ips.clone();
             let att = conf.attachment(args);
-            firewall::setup_ipmasq(conf.ip_masq_backend, &att, &ips).map_err(|e| {
-                firewall_fail(format!("failed to set up IP masquerading for {ips:?}"), e)
-            })?;
+            k.setup_ipmasq(conf.ip_masq_backend, &att, &ips)
+                .during(Op::SetUpIpMasq { ips: ips.clone() })?;
             step::point("bridge.ipmasq-set")?;
         }
     } else if !conf.disable_container_interface {
-        ctr.set_up(ctr_veth.index)
-            .context(format!("failed to set {:?} up", args.ifname))?;
+        ctr.set_up(ctr_veth.index).during(Op::SetUp {
+            name: args.ifname.clone(),
+        })?;
     }
 
     if !conf.disable_container_interface {
         host.wait_oper_up(host_veth.index)
             .map_err(|e| match e.last_state() {
-                Some(state) => Error::internal(format!("bridge port in error state: {state}")),
-                None => fail("failed to read bridge port state", e),
+                Some(_) => BridgeError::PortState { source: e },
+                None => e.at(Op::ReadPortState),
             })?;
     }
     // An unpinned bridge MAC follows the lowest port MAC, so it may have changed when our
@@ -149,29 +147,30 @@ fn add_attachment(
 
 /// Creates the veth pair with the container end born in the container, attaches the host
 /// end to the bridge with the port options, and returns (host end, container end).
+#[allow(clippy::too_many_arguments)]
 fn setup_veth(
+    k: &dyn Kernel,
     args: &CmdArgs,
     conf: &BridgeConf,
-    netns: &Netns,
-    host: &Netlink,
-    ctr: &Netlink,
+    netns: &Sandbox,
+    host: &dyn Links,
+    ctr: &dyn Links,
     br: &Link,
     rollback: &mut Rollback,
-) -> Result<(Link, Link), Error> {
+) -> Result<(Link, Link), BridgeError> {
     if ctr
         .link_by_name(&args.ifname)
-        .context("failed to look up container interface")?
+        .during(Op::LookUpContainerIface)?
         .is_some()
     {
-        return Err(Error::internal(format!(
-            "container veth name ({:?}) already exists",
-            args.ifname
-        )));
+        return Err(BridgeError::ContainerIfaceExists {
+            ifname: args.ifname.clone(),
+        });
     }
     let mut host_name = host::random_veth_name()?;
     let mut attempt = 1;
     loop {
-        match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns.as_fd()) {
+        match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns) {
             Ok(()) => {
                 rollback.host_veth = Some(host_name.clone());
                 step::point("bridge.veth-created")?;
@@ -182,39 +181,37 @@ fn setup_veth(
                 host_name = host::random_veth_name()?;
             }
             Err(e) => {
-                return Err(fail(
-                    format!("failed to make veth pair for {:?}", args.ifname),
-                    e,
-                ));
+                return Err(e.at(Op::MakeVeth {
+                    ifname: args.ifname.clone(),
+                }));
             }
         }
     }
     let host_veth = host::link_named(host, &host_name, "failed to lookup")?;
     let ctr_veth = host::link_named(ctr, &args.ifname, "failed to lookup")?;
 
-    host.set_master(host_veth.index, br.index).context(format!(
-        "failed to connect {host_name:?} to bridge {}",
-        br.name
-    ))?;
+    host.set_master(host_veth.index, br.index)
+        .during(Op::Connect {
+            port: host_name.clone(),
+            bridge: br.name.clone(),
+        })?;
     host.set_port_options(
         host_veth.index,
         Some(conf.hairpin_mode),
         conf.port_isolation.then_some(true),
     )
-    .context(format!("failed to set up port options for {host_name}"))?;
-    crate::vlan::configure_port(host, host_veth.index, conf).map_err(|e| {
-        fail(
-            format!("failed to setup vlan tag on interface {host_name:?}"),
-            e,
-        )
+    .during(Op::SetPortOptions {
+        port: host_name.clone(),
     })?;
-    host.set_up(host_veth.index)
-        .context(format!("failed to set {host_name:?} up"))?;
+    crate::vlan::configure_port(host, host_veth.index, conf).during(Op::SetVlanTag {
+        port: host_name.clone(),
+    })?;
+    host.set_up(host_veth.index).during(Op::SetUp {
+        name: host_name.clone(),
+    })?;
     step::point("bridge.port-options-set")?;
     // We own the routes of the host end too.
-    if let Ok(path) = hostnet::sysctl::path(&["net", "ipv6", "conf", &host_name, "accept_ra"]) {
-        let _ = hostnet::sysctl::ensure_path(&path, "0");
-    }
+    let _ = k.host_sysctl(&["net", "ipv6", "conf", &host_name, "accept_ra"], "0");
     Ok((host_veth, ctr_veth))
 }
 

@@ -1,12 +1,11 @@
 //! Container-side kernel work: sysctls, addresses and routes of the container interface
 //! (Go `ipam.ConfigureIface` plus the bridge plugin's DAD and arp_notify settings).
 
-use crate::fail::{Context, fail};
-use hostnet::netlink::{Netlink, RouteSpec};
-use hostnet::sysctl;
-use libcni::netns::Netns;
+use crate::error::{BridgeError, During, Op, Source};
+use crate::kernel::{Kernel, Links, Sandbox, Sysctl};
+use hostnet::netlink::RouteSpec;
+use libcni::step;
 use libcni::types::CniResult;
-use libcni::{Error, step};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -15,11 +14,12 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Writes the container's sysctls in one trip into the namespace.
 pub fn set_sysctls(
-    netns: &Netns,
+    k: &dyn Kernel,
+    netns: &Sandbox,
     ifname: &str,
     enable_dad: bool,
     has_ipv6: bool,
-) -> Result<(), Error> {
+) -> Result<(), BridgeError> {
     let mut settings: Vec<(Vec<&str>, &str)> = Vec::new();
     if enable_dad {
         settings.push((vec!["net", "ipv6", "conf", ifname, "enhanced_dad"], "1"));
@@ -37,34 +37,40 @@ pub fn set_sysctls(
             "1",
         ));
     }
-    let outcome = netns.run(|| {
-        for (components, value) in &settings {
-            let result = sysctl::path(components).and_then(|p| sysctl::ensure_path(&p, value));
+    let settings: Vec<Sysctl> = settings
+        .into_iter()
+        .map(|(name, value)| Sysctl {
             // The DAD knobs are best effort, as in the reference (kernels without IPv6).
-            let required = components.last().is_some_and(|c| *c == "disable_ipv6");
-            if let (Err(e), true) = (result, required) {
-                return Err(fail(format!("failed to set {}", components.join(".")), e));
-            }
-        }
-        Ok(())
-    });
-    outcome.context("failed to enter the container namespace")?
+            required: name.last().is_some_and(|c| *c == "disable_ipv6"),
+            name,
+            value,
+        })
+        .collect();
+    k.sysctls_in(netns, &settings)
+        .during(Op::EnterContainer)?
+        .map_err(|(i, e)| {
+            let name = settings.get(i).map(|s| s.name.join("."));
+            e.at(Op::SetSysctl {
+                name: name.unwrap_or_default(),
+            })
+        })
 }
 
 /// Adds the result's addresses and routes to the container interface and brings it up.
 pub fn configure_iface(
-    nl: &Netlink,
+    nl: &dyn Links,
     ifindex: u32,
     ifname: &str,
     result: &CniResult,
-) -> Result<(), Error> {
+) -> Result<(), BridgeError> {
     let mut gw_v4: Option<IpAddr> = None;
     let mut gw_v6: Option<IpAddr> = None;
     for ip in &result.ips {
-        nl.add_address(ifindex, ip.address).context(format!(
-            "failed to add IP addr {} to {ifname:?}",
-            ip.address
-        ))?;
+        nl.add_address(ifindex, ip.address)
+            .during(Op::AddContainerAddr {
+                addr: ip.address,
+                ifname: ifname.to_string(),
+            })?;
         let slot = if ip.address.is_ipv4() {
             &mut gw_v4
         } else {
@@ -75,14 +81,15 @@ pub fn configure_iface(
         }
     }
     step::point("bridge.container-addresses")?;
-    nl.set_up(ifindex)
-        .context(format!("failed to set {ifname:?} UP"))?;
+    nl.set_up(ifindex).during(Op::SetContainerUp {
+        ifname: ifname.to_string(),
+    })?;
     // With DAD off this returns at once; with `enabledad` it waits for DAD to finish.
     if result.ips.iter().any(|ip| ip.address.is_ipv6()) {
         nl.settle_addresses(ifindex, SETTLE_TIMEOUT)
-            .context(format!(
-                "failed while waiting for addresses to settle on {ifname:?}"
-            ))?;
+            .during(Op::Settle {
+                ifname: ifname.to_string(),
+            })?;
     }
     let mut added: Vec<RouteSpec> = Vec::new();
     for route in &result.routes {
@@ -103,11 +110,11 @@ pub fn configure_iface(
             Ok(()) => {}
             Err(e) if e.is_exists() => {}
             Err(e) => {
-                let via = gateway.map(|g| format!(" via {g}")).unwrap_or_default();
-                return Err(fail(
-                    format!("failed to add route '{}{via} dev {ifname}'", route.dst),
-                    e,
-                ));
+                return Err(e.at(Op::AddRoute {
+                    dst: route.dst,
+                    gw: gateway,
+                    ifname: ifname.to_string(),
+                }));
             }
         }
         added.push(spec);

@@ -2,7 +2,8 @@
 //! first (it collects the addresses whose masquerade rules must go; if it fails, DEL stops
 //! there), then the IP reservation and the firewall rules. With them, all steps run at once
 //! (the reference releases the IPs even before the link). Either way a failed firewall or
-//! IPAM step does not stop the others, and the first failure is returned.
+//! IPAM step does not stop the others, and every failure is returned, in step order
+//! ([`BridgeError::all`]: the first one's code, the messages joined with "; ").
 //!
 //! A missing, empty or broken netns, a missing link or a missing IPAM record is not an
 //! error; `prevResult` supplies the IPs (and the host veth, which outlives an unreachable
@@ -10,15 +11,14 @@
 //! prevResult's word only when it provably is this attachment's ([`owned_by_us`]).
 
 use crate::config::{BridgeConf, parse_mac};
-use crate::fail::Context;
-use hostnet::firewall::{self, spoofcheck};
-use hostnet::netlink::{Link, Netlink};
+use crate::error::{BridgeError, During, NotOurs, Op, Source};
+use crate::kernel::{Kernel, Links, Sandbox};
+use hostnet::netlink::Link;
 use ipnetwork::IpNetwork;
-use libcni::netns::{Netns, NetnsError};
+use libcni::netns::NetnsError;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, step, task};
-use std::os::fd::AsFd;
+use libcni::{step, task};
 
 /// What DEL found of the container side.
 enum ContainerSide {
@@ -26,12 +26,12 @@ enum ContainerSide {
     /// global addresses.
     Deleted(Vec<IpNetwork>),
     /// The namespace is there but holds no such interface.
-    NoLink(Netns),
+    NoLink(Sandbox),
     /// No namespace given, or it is gone, or the path is not a namespace.
     Unreachable,
 }
 
-pub fn del(args: &CmdArgs) -> Result<(), Error> {
+pub fn del(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "DEL")?;
     let prev = prev_result(&conf, &args.config_version);
     let prev_ips: Vec<IpNetwork> = prev
@@ -41,50 +41,42 @@ pub fn del(args: &CmdArgs) -> Result<(), Error> {
         .collect();
     if prev_ips.is_empty() {
         // The masquerade rules to remove are known only once the link's addresses are.
-        let ips = delete_links(args, &conf, prev.as_ref(), &prev_ips)?;
+        let ips = delete_links(k, args, &conf, prev.as_ref(), &prev_ips)?;
         let results = [
-            release_ipam(args, &conf),
-            remove_spoofcheck(args, &conf),
-            remove_ipmasq(args, &conf, &ips),
+            release_ipam(k, args, &conf),
+            remove_spoofcheck(k, args, &conf),
+            remove_ipmasq(k, args, &conf, &ips),
         ];
-        return first_error(results);
+        return BridgeError::all(results);
     }
     // prevResult names the IPs: nothing else waits for the links, whose delete waits for
     // the kernel (an RCU grace period), so the other steps run meanwhile.
     let (links, ipam, spoofcheck, ipmasq) = std::thread::scope(|s| {
-        let links = task::start(s, || delete_links(args, &conf, prev.as_ref(), &prev_ips));
-        let ipam = task::start(s, || release_ipam(args, &conf));
-        let spoofcheck = remove_spoofcheck(args, &conf);
-        let ipmasq = remove_ipmasq(args, &conf, &prev_ips);
+        let links = task::start(s, || delete_links(k, args, &conf, prev.as_ref(), &prev_ips));
+        let ipam = task::start(s, || release_ipam(k, args, &conf));
+        let spoofcheck = remove_spoofcheck(k, args, &conf);
+        let ipmasq = remove_ipmasq(k, args, &conf, &prev_ips);
         (links.join(), ipam.join(), spoofcheck, ipmasq)
     });
     // A link address prevResult did not name (stale prevResult) may have rules of its own.
     let extra_masq = match &links {
-        Ok(ips) if ips.len() > prev_ips.len() => remove_ipmasq(args, &conf, ips),
+        Ok(ips) if ips.len() > prev_ips.len() => remove_ipmasq(k, args, &conf, ips),
         _ => Ok(()),
     };
-    first_error([links.map(drop), ipam, spoofcheck, ipmasq, extra_masq])
-}
-
-/// DEL does every step whatever failed before; the first failure is returned so the
-/// runtime retries.
-fn first_error(results: impl IntoIterator<Item = Result<(), Error>>) -> Result<(), Error> {
-    results
-        .into_iter()
-        .find_map(Result::err)
-        .map_or(Ok(()), Err)
+    BridgeError::all([links.map(drop), ipam, spoofcheck, ipmasq, extra_masq])
 }
 
 /// Deletes the veth pair; returns `prev_ips` and the other global addresses the container
 /// interface had.
 fn delete_links(
+    k: &dyn Kernel,
     args: &CmdArgs,
     conf: &BridgeConf,
     prev: Option<&CniResult>,
     prev_ips: &[IpNetwork],
-) -> Result<Vec<IpNetwork>, Error> {
+) -> Result<Vec<IpNetwork>, BridgeError> {
     let mut ips = prev_ips.to_vec();
-    match delete_container_link(args)? {
+    match delete_container_link(k, args)? {
         ContainerSide::Deleted(addrs) => {
             for ip in addrs {
                 if !ips.contains(&ip) {
@@ -92,74 +84,77 @@ fn delete_links(
                 }
             }
         }
-        ContainerSide::NoLink(ns) => delete_host_veths(conf, prev, Some(&ns))?,
-        ContainerSide::Unreachable => delete_host_veths(conf, prev, None)?,
+        ContainerSide::NoLink(ns) => delete_host_veths(k, conf, prev, Some(&ns))?,
+        ContainerSide::Unreachable => delete_host_veths(k, conf, prev, None)?,
     }
     step::point("bridge.links-deleted")?;
     Ok(ips)
 }
 
-fn release_ipam(args: &CmdArgs, conf: &BridgeConf) -> Result<(), Error> {
+fn release_ipam(k: &dyn Kernel, args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
     if conf.is_layer3() {
-        conf.ipam(args).run("DEL")?;
+        k.ipam_run(&conf.ipam(args), "DEL")?;
         step::point("bridge.ipam-released")?;
     }
     Ok(())
 }
 
-fn remove_spoofcheck(args: &CmdArgs, conf: &BridgeConf) -> Result<(), Error> {
+fn remove_spoofcheck(k: &dyn Kernel, args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
     if conf.macspoofchk {
-        spoofcheck::teardown(&args.container_id, &args.ifname)
-            .map_err(|e| crate::fail::firewall_fail("failed to remove mac spoof check", e))?;
+        k.teardown_spoofcheck(&args.container_id, &args.ifname)
+            .during(Op::RemoveSpoofCheck)?;
         step::point("bridge.spoofcheck-removed")?;
     }
     Ok(())
 }
 
-fn remove_ipmasq(args: &CmdArgs, conf: &BridgeConf, ips: &[IpNetwork]) -> Result<(), Error> {
+fn remove_ipmasq(
+    k: &dyn Kernel,
+    args: &CmdArgs,
+    conf: &BridgeConf,
+    ips: &[IpNetwork],
+) -> Result<(), BridgeError> {
     if conf.is_layer3() && conf.ip_masq {
-        firewall::teardown_ipmasq(&conf.attachment(args), ips)
-            .map_err(|e| crate::fail::firewall_fail("failed to remove IP masquerading", e))?;
+        k.teardown_ipmasq(&conf.attachment(args), ips)
+            .during(Op::RemoveIpMasq)?;
         step::point("bridge.ipmasq-removed")?;
     }
     Ok(())
 }
 
 /// Deletes the container interface and returns its global addresses.
-fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, Error> {
+fn delete_container_link(k: &dyn Kernel, args: &CmdArgs) -> Result<ContainerSide, BridgeError> {
     if args.netns.is_empty() {
         return Ok(ContainerSide::Unreachable);
     }
-    let netns = match Netns::open(&args.netns) {
+    let netns = match k.open_netns(&args.netns) {
         Ok(ns) => ns,
         Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
             libcni::log!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
             return Ok(ContainerSide::Unreachable);
         }
         Err(e) => {
-            return Err(crate::fail::fail(
-                format!("failed to open netns {:?}", args.netns),
-                e,
-            ));
+            return Err(e.at(Op::OpenNetns {
+                path: args.netns.clone(),
+            }));
         }
     };
-    let nl = Netlink::in_netns(netns.as_fd())
-        .context("failed to open netlink socket in the container")?;
-    let Some(link) = nl
-        .link_by_name(&args.ifname)
-        .context(format!("failed to lookup {:?}", args.ifname))?
+    let nl = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
+    let Some(link) = nl.link_by_name(&args.ifname).during(Op::Lookup {
+        verb: "failed to lookup",
+        name: args.ifname.clone(),
+    })?
     else {
         return Ok(ContainerSide::NoLink(netns));
     };
-    let addrs = nl
-        .addresses(Some(link.index))
-        .context(format!("failed to get IP addresses for {:?}", args.ifname))?;
+    let addrs = nl.addresses(Some(link.index)).during(Op::GetAddrs {
+        ifname: args.ifname.clone(),
+    })?;
     match nl.delete_link(link.index) {
         Err(e) if !e.is_no_device() => {
-            return Err(crate::fail::fail(
-                format!("failed to delete {:?}", args.ifname),
-                e,
-            ));
+            return Err(e.at(Op::Delete {
+                name: args.ifname.clone(),
+            }));
         }
         _ => {}
     }
@@ -177,35 +172,36 @@ fn delete_container_link(args: &CmdArgs) -> Result<ContainerSide, Error> {
 /// are still veth ports of our bridge and provably this attachment's. A dead namespace
 /// took the pair with it already.
 fn delete_host_veths(
+    k: &dyn Kernel,
     conf: &BridgeConf,
     prev: Option<&CniResult>,
-    named_ns: Option<&Netns>,
-) -> Result<(), Error> {
+    named_ns: Option<&Sandbox>,
+) -> Result<(), BridgeError> {
     let Some(prev) = prev else {
         return Ok(());
     };
-    let host = Netlink::current().context("failed to open netlink socket")?;
-    let Some(br) = host
-        .link_by_name(&conf.bridge)
-        .context(format!("failed to lookup {:?}", conf.bridge))?
+    let host = k.host().during(Op::OpenNetlink)?;
+    let Some(br) = host.link_by_name(&conf.bridge).during(Op::Lookup {
+        verb: "failed to lookup",
+        name: conf.bridge.clone(),
+    })?
     else {
         return Ok(());
     };
-    for veth in crate::host::result_veths(&host, prev, &conf.bridge) {
+    for veth in crate::host::result_veths(&*host, prev, &conf.bridge) {
         let (entry, link) = veth?;
         if link.master != Some(br.index) {
             continue;
         }
-        if let Err(why) = owned_by_us(&host, entry, &link, named_ns) {
+        if let Err(why) = owned_by_us(&*host, entry, &link, named_ns) {
             libcni::log!("bridge: DEL: leaving {:?} alone: {why}", entry.name);
             continue;
         }
         match host.delete_link(link.index) {
             Err(e) if !e.is_no_device() => {
-                return Err(crate::fail::fail(
-                    format!("failed to delete {:?}", entry.name),
-                    e,
-                ));
+                return Err(e.at(Op::Delete {
+                    name: entry.name.clone(),
+                }));
             }
             _ => {}
         }
@@ -217,24 +213,21 @@ fn delete_host_veths(
 /// attachment's only when its MAC is the one the result recorded (the kernel gives every
 /// veth a random MAC) and, when this DEL names a living namespace, its peer lives there.
 fn owned_by_us(
-    host: &Netlink,
+    host: &dyn Links,
     entry: &Interface,
     link: &Link,
-    named_ns: Option<&Netns>,
-) -> Result<(), String> {
-    let recorded = parse_mac(&entry.mac).ok_or("prevResult records no MAC for it")?;
+    named_ns: Option<&Sandbox>,
+) -> Result<(), NotOurs> {
+    let recorded = parse_mac(&entry.mac).ok_or(NotOurs::NoRecordedMac)?;
     if link.mac != Some(recorded) {
-        return Err(format!(
-            "its MAC is not {} as prevResult recorded",
-            entry.mac
-        ));
+        return Err(NotOurs::MacDiffers {
+            recorded: entry.mac.clone(),
+        });
     }
     if let Some(ns) = named_ns {
-        let ns_id = host
-            .netns_id(ns.as_fd())
-            .map_err(|e| format!("cannot tell where its peer lives: {e}"))?;
+        let ns_id = host.netns_id(ns).map_err(NotOurs::PeerUnknown)?;
         if ns_id.is_none() || link.peer_netns_id != ns_id {
-            return Err("its peer is not in the container's namespace".into());
+            return Err(NotOurs::PeerElsewhere);
         }
     }
     Ok(())

@@ -2,8 +2,8 @@
 //! (Go `calcGateways`), computed from the IPAM result before anything is configured.
 
 use crate::config::BridgeConf;
+use crate::error::BridgeError;
 use ipnetwork::IpNetwork;
-use libcni::Error;
 use libcni::types::{CniResult, Route};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -20,16 +20,15 @@ pub struct Gateways {
 /// Points every IP at the container interface, fills in missing gateways (network + 1) when
 /// the bridge is a gateway, and adds a default route per family for `isDefaultGateway` unless
 /// the IPAM already gave one with a gateway. `result` passed [`crate::ipam_result::check`].
-pub fn calc_gateways(result: &mut CniResult, conf: &BridgeConf) -> Result<Gateways, Error> {
+pub fn calc_gateways(result: &mut CniResult, conf: &BridgeConf) -> Result<Gateways, BridgeError> {
     let mut gws = Gateways::default();
     let (mut default_v4, mut default_v6) = (false, false);
     for i in 0..result.ips.len() {
         let ip = &mut result.ips[i];
         ip.interface = Some(CONTAINER_IFACE_INDEX);
         if ip.gateway.is_none() && conf.is_gateway {
-            ip.gateway = Some(first_host(&ip.address).ok_or_else(|| {
-                Error::internal(format!("no gateway address after {}", ip.address))
-            })?);
+            ip.gateway =
+                Some(first_host(&ip.address).ok_or(BridgeError::NoGatewayAfter(ip.address))?);
         }
         let (address, gateway) = (ip.address, ip.gateway);
         let v4 = address.is_ipv4();
@@ -46,9 +45,8 @@ pub fn calc_gateways(result: &mut CniResult, conf: &BridgeConf) -> Result<Gatewa
             }
         }
         if let (true, Some(gw)) = (conf.is_gateway, gateway) {
-            let net = IpNetwork::new(gw, address.prefix()).map_err(|_| {
-                Error::internal(format!("gateway {gw} does not fit address {address}"))
-            })?;
+            let net = IpNetwork::new(gw, address.prefix())
+                .map_err(|_| BridgeError::GatewayMisfit { gw, address })?;
             if v4 {
                 gws.v4.push(net)
             } else {
@@ -159,11 +157,14 @@ mod tests {
         let c = conf(r#"{"name":"n","isGateway":true,"ipam":{"type":"host-local"}}"#);
         let mut r = result(&[("255.255.255.255/32", None)], &[]);
         let e = calc_gateways(&mut r, &c).unwrap_err();
-        assert_eq!(e.msg, "no gateway address after 255.255.255.255/32");
+        assert_eq!(e.to_string(), "no gateway address after 255.255.255.255/32");
         // What check() would have refused; calc_gateways must not panic on it either.
         let mut r = result(&[("fd00::2/64", Some("10.0.0.1"))], &[]);
         let e = calc_gateways(&mut r, &c).unwrap_err();
-        assert_eq!(e.msg, "gateway 10.0.0.1 does not fit address fd00::2/64");
+        assert_eq!(
+            e.to_string(),
+            "gateway 10.0.0.1 does not fit address fd00::2/64"
+        );
     }
 
     #[test]

@@ -1,32 +1,40 @@
 //! Host-side kernel work: the bridge, its gateway addresses and the host end of the veth.
 
 use crate::config::BridgeConf;
-use crate::fail::{Context, fail};
+use crate::error::{BridgeError, During, Op, Source};
 use crate::gateway::Gateways;
-use hostnet::netlink::{IpFamily, Link, Netlink};
-use hostnet::sysctl;
+use crate::kernel::{Kernel, Links};
+use hostnet::netlink::{IpFamily, Link};
 use ipnetwork::IpNetwork;
+use libcni::step;
 use libcni::types::{CniResult, Interface};
-use libcni::{Error, step};
 use std::net::IpAddr;
 
 /// Creates the bridge if needed (a concurrent creator winning the race is fine), checks
 /// that an existing link of that name is a bridge, and brings it up. Errors carry the
 /// reference's `failed to create bridge "<name>": ` prefix.
-pub fn ensure_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error> {
-    create_or_reuse_bridge(nl, conf).map_err(|mut e| {
-        e.msg = format!("failed to create bridge {:?}: {}", conf.bridge, e.msg);
-        e
+pub fn ensure_bridge(
+    k: &dyn Kernel,
+    nl: &dyn Links,
+    conf: &BridgeConf,
+) -> Result<Link, BridgeError> {
+    create_or_reuse_bridge(k, nl, conf).map_err(|e| BridgeError::CreateBridge {
+        name: conf.bridge.clone(),
+        source: Box::new(e),
     })
 }
 
-fn create_or_reuse_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error> {
+fn create_or_reuse_bridge(
+    k: &dyn Kernel,
+    nl: &dyn Links,
+    conf: &BridgeConf,
+) -> Result<Link, BridgeError> {
     let name = &conf.bridge;
     // Look first: on every ADD but a node's first the bridge exists, and one request does.
-    let (br, created) = match nl
-        .link_by_name(name)
-        .context(format!("could not lookup {name:?}"))?
-    {
+    let (br, created) = match nl.link_by_name(name).during(Op::Lookup {
+        verb: "could not lookup",
+        name: name.clone(),
+    })? {
         Some(link) => (link, false),
         None => {
             let created = match nl.create_bridge(name, conf.mtu) {
@@ -34,7 +42,7 @@ fn create_or_reuse_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error
                 // A concurrent ADD created it first.
                 Err(e) if e.is_exists() => false,
                 Err(e) => {
-                    return Err(fail(format!("could not add {name:?}"), e));
+                    return Err(e.at(Op::AddBridge { name: name.clone() }));
                 }
             };
             (link_named(nl, name, "could not lookup")?, created)
@@ -44,42 +52,46 @@ fn create_or_reuse_bridge(nl: &Netlink, conf: &BridgeConf) -> Result<Link, Error
     // Pin the bridge's own random MAC now: a bridge with an unset MAC takes the lowest MAC
     // of its ports, so it would change as containers come and go.
     if let (true, Some(mac)) = (created, br.mac) {
-        nl.set_mac(br.index, mac)
-            .context("could not set bridge's mac")?;
+        nl.set_mac(br.index, mac).during(Op::SetBridgeMac)?;
     }
     if created && conf.vlan_filtering() {
         nl.set_vlan_filtering(br.index, true)
-            .context(format!("failed to set vlan_filtering on {name:?}"))?;
+            .during(Op::SetVlanFiltering { name: name.clone() })?;
     }
     if conf.promisc_mode && !br.promisc {
         nl.set_promisc(br.index, true)
-            .context(format!("could not set promiscuous mode on {name:?}"))?;
+            .during(Op::SetPromisc { name: name.clone() })?;
     }
     // We own the routes of this interface. Errors are ignored as in the reference (no IPv6).
-    if let Ok(path) = sysctl::path(&["net", "ipv6", "conf", name, "accept_ra"]) {
-        let _ = sysctl::ensure_path(&path, "0");
-    }
+    let _ = k.host_sysctl(&["net", "ipv6", "conf", name, "accept_ra"], "0");
     if !br.admin_up {
         nl.set_up(br.index)
-            .context(format!("failed to set {name:?} up"))?;
+            .during(Op::SetUp { name: name.clone() })?;
     }
     Ok(br)
 }
 
 /// The link named `name`; its absence is an error in Go's words: `<verb> "<name>": Link not found`.
-pub fn link_named(nl: &Netlink, name: &str, verb: &str) -> Result<Link, Error> {
+pub fn link_named(nl: &dyn Links, name: &str, verb: &'static str) -> Result<Link, BridgeError> {
+    let op = || Op::Lookup {
+        verb,
+        name: name.to_string(),
+    };
     nl.link_by_name(name)
-        .context(format!("{verb} {name:?}"))?
-        .ok_or_else(|| Error::internal(format!("{verb} {name:?}: Link not found")))
+        .map_err(|e| e.at(op()))?
+        .ok_or_else(|| BridgeError::LinkNotFound {
+            verb,
+            name: name.to_string(),
+        })
 }
 
 /// The veths among a result's host-side interfaces (not the bridge) that still exist,
 /// looked up one at a time as the caller walks.
 pub fn result_veths<'a>(
-    nl: &'a Netlink,
+    nl: &'a dyn Links,
     result: &'a CniResult,
     bridge: &'a str,
-) -> impl Iterator<Item = Result<(&'a Interface, Link), Error>> + 'a {
+) -> impl Iterator<Item = Result<(&'a Interface, Link), BridgeError>> + 'a {
     result
         .interfaces
         .iter()
@@ -87,23 +99,25 @@ pub fn result_veths<'a>(
         .filter_map(|entry| match nl.link_by_name(&entry.name) {
             Ok(Some(link)) if link.kind.as_deref() == Some("veth") => Some(Ok((entry, link))),
             Ok(_) => None,
-            Err(e) => Some(Err(fail(format!("failed to lookup {:?}", entry.name), e))),
+            Err(e) => Some(Err(e.at(Op::Lookup {
+                verb: "failed to lookup",
+                name: entry.name.clone(),
+            }))),
         })
 }
 
 /// The link named `name`, which must be a bridge.
-pub fn bridge_by_name(nl: &Netlink, name: &str) -> Result<Link, Error> {
+pub fn bridge_by_name(nl: &dyn Links, name: &str) -> Result<Link, BridgeError> {
     let link = link_named(nl, name, "could not lookup")?;
     require_bridge(&link)?;
     Ok(link)
 }
 
-fn require_bridge(link: &Link) -> Result<(), Error> {
+fn require_bridge(link: &Link) -> Result<(), BridgeError> {
     if link.kind.as_deref() != Some("bridge") {
-        return Err(Error::internal(format!(
-            "{:?} already exists but is not a bridge",
-            link.name
-        )));
+        return Err(BridgeError::NotABridge {
+            name: link.name.clone(),
+        });
     }
     Ok(())
 }
@@ -113,19 +127,20 @@ fn require_bridge(link: &Link) -> Result<(), Error> {
 /// current value (or it follows the lowest port MAC as ports churn) and returns the link
 /// as read for that. Errors carry the reference's `failed to set bridge addr: ` prefix.
 pub fn ensure_gateways(
-    nl: &Netlink,
+    k: &dyn Kernel,
+    nl: &dyn Links,
     link: &Link,
     gateways: &Gateways,
     force_address: bool,
-) -> Result<Option<Link>, Error> {
-    let set_addr = |e: Error| Error::internal(format!("failed to set bridge addr: {}", e.msg));
+) -> Result<Option<Link>, BridgeError> {
+    let set_addr = |e: BridgeError| BridgeError::SetBridgeAddr(Box::new(e));
     if gateways.v4.is_empty() && gateways.v6.is_empty() {
         return Ok(None);
     }
     // One dump of both families, kept current as gateways are added and replaced.
     let mut present: Vec<IpNetwork> = nl
         .addresses(Some(link.index))
-        .context("could not get list of IP addresses")
+        .during(Op::ListBridgeAddrs)
         .map_err(set_addr)?
         .into_iter()
         .map(|a| a.addr)
@@ -138,7 +153,7 @@ pub fn ensure_gateways(
         }
         step::point("bridge.gateway-addresses")?;
         if !gws.is_empty() {
-            enable_forwarding(family)?;
+            enable_forwarding(k, family)?;
             step::point("bridge.forwarding")?;
         }
     }
@@ -147,11 +162,11 @@ pub fn ensure_gateways(
     }
     let now = nl
         .link_by_index(link.index)
-        .context("could not lookup bridge")
+        .during(Op::LookUpBridge)
         .map_err(set_addr)?;
     if let Some(mac) = now.mac {
         nl.set_mac(link.index, mac)
-            .context("could not set bridge's mac")
+            .during(Op::SetBridgeMac)
             .map_err(set_addr)?;
     }
     Ok(Some(now))
@@ -162,12 +177,12 @@ pub fn ensure_gateways(
 /// `force_address` replaces it. `present` is the bridge's addresses, updated here.
 /// Returns whether `gw` was added.
 fn ensure_gateway_addr(
-    nl: &Netlink,
+    nl: &dyn Links,
     br: &Link,
     present: &mut Vec<IpNetwork>,
     gw: IpNetwork,
     force_address: bool,
-) -> Result<bool, Error> {
+) -> Result<bool, BridgeError> {
     let family_matches = |a: &IpNetwork| a.is_ipv4() == gw.is_ipv4();
     // In the bridge's order, as the reference: a conflict before `gw` itself still counts.
     for a in present.clone().into_iter().filter(family_matches) {
@@ -180,13 +195,14 @@ fn ensure_gateway_addr(
         }
         if gw.is_ipv4() || a.contains(gw.ip()) || gw.contains(a.ip()) {
             if !force_address {
-                return Err(Error::internal(format!(
-                    "{:?} already has an IP address different from {gw}",
-                    br.name
-                )));
+                return Err(BridgeError::AddressConflict {
+                    link: br.name.clone(),
+                    gw,
+                });
             }
-            nl.del_address(br.index, a)
-                .context(format!("could not remove IP address from {:?}", br.name))?;
+            nl.del_address(br.index, a).during(Op::RemoveBridgeAddr {
+                link: br.name.clone(),
+            })?;
             present.retain(|p| *p != a);
         }
     }
@@ -199,10 +215,9 @@ fn ensure_gateway_addr(
         Ok(()) => {}
         Err(e) if e.is_exists() => {}
         Err(e) => {
-            return Err(fail(
-                format!("could not add IP address to {:?}", br.name),
-                e,
-            ));
+            return Err(e.at(Op::AddBridgeAddr {
+                link: br.name.clone(),
+            }));
         }
     }
     present.push(gw);
@@ -210,23 +225,21 @@ fn ensure_gateway_addr(
 }
 
 /// Turns on forwarding for the family (written only when not already 1).
-fn enable_forwarding(family: IpFamily) -> Result<(), Error> {
-    let name = match family {
-        IpFamily::V4 => "net.ipv4.ip_forward",
-        IpFamily::V6 => "net.ipv6.conf.all.forwarding",
+fn enable_forwarding(k: &dyn Kernel, family: IpFamily) -> Result<(), BridgeError> {
+    let name: &[&str] = match family {
+        IpFamily::V4 => &["net", "ipv4", "ip_forward"],
+        IpFamily::V6 => &["net", "ipv6", "conf", "all", "forwarding"],
     };
-    sysctl::ensure(name, "1")
-        .map(drop)
-        .context("failed to enable forwarding")
+    k.host_sysctl(name, "1").during(Op::EnableForwarding)
 }
 
 /// A random host veth name, `veth` + 8 hex digits (Go `RandomVethName`).
-pub fn random_veth_name() -> Result<String, Error> {
+pub fn random_veth_name() -> Result<String, BridgeError> {
     use std::io::Read;
     let mut bytes = [0u8; 4];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
-        .context("failed to generate random veth name")?;
+        .during(Op::RandomVethName)?;
     Ok(format!(
         "veth{}",
         bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
@@ -235,46 +248,47 @@ pub fn random_veth_name() -> Result<String, Error> {
 
 /// The VLAN gateway interface `<bridge>.<vlan>` (Go `ensureVlanInterface`): one end of a
 /// veth pair in the host whose other end is a port of the bridge in that VLAN.
-pub fn ensure_vlan_interface(nl: &Netlink, br: &Link, conf: &BridgeConf) -> Result<Link, Error> {
+pub fn ensure_vlan_interface(
+    k: &dyn Kernel,
+    nl: &dyn Links,
+    br: &Link,
+    conf: &BridgeConf,
+) -> Result<Link, BridgeError> {
     let name = format!("{}.{}", br.name, conf.vlan);
-    if let Some(link) = nl
-        .link_by_name(&name)
-        .context(format!("failed to find interface {name:?}"))?
-    {
+    let find = || Op::Lookup {
+        verb: "failed to find interface",
+        name: name.clone(),
+    };
+    if let Some(link) = nl.link_by_name(&name).during(find())? {
         return Ok(link);
     }
-    let own = libcni::netns::Netns::current().context("failed to find host namespace")?;
+    let own = k.own_netns().during(Op::FindHostNetns)?;
     let port_name = random_veth_name()?;
-    use std::os::fd::AsFd;
-    match nl.create_veth(&port_name, &name, Some(br.mtu), None, own.as_fd()) {
+    match nl.create_veth(&port_name, &name, Some(br.mtu), None, &own) {
         Ok(()) => {}
         // A concurrent ADD created it first: use theirs (they configure its port).
         Err(e) if e.is_exists() => {
-            if let Some(link) = nl
-                .link_by_name(&name)
-                .context(format!("failed to find interface {name:?}"))?
-            {
+            if let Some(link) = nl.link_by_name(&name).during(find())? {
                 return Ok(link);
             }
-            return Err(fail(format!("failed to create vlan gateway {name:?}"), e));
+            return Err(e.at(Op::CreateVlanGateway { name }));
         }
-        Err(e) => return Err(fail(format!("failed to create vlan gateway {name:?}"), e)),
+        Err(e) => return Err(e.at(Op::CreateVlanGateway { name })),
     }
     let port = link_named(nl, &port_name, "failed to lookup")?;
     let gw = link_named(nl, &name, "failed to lookup")?;
-    nl.set_master(port.index, br.index).context(format!(
-        "failed to connect {port_name:?} to bridge {}",
-        br.name
-    ))?;
+    nl.set_master(port.index, br.index).during(Op::Connect {
+        port: port_name.clone(),
+        bridge: br.name.clone(),
+    })?;
     let access_only = BridgeConf {
         vlan_trunk: Vec::new(),
         ..conf.clone()
     };
-    crate::vlan::configure_port(nl, port.index, &access_only)
-        .context(format!("failed to setup vlan tag on {port_name:?}"))?;
-    nl.set_up(port.index)
-        .context(format!("failed to up {port_name:?}"))?;
-    nl.set_up(gw.index)
-        .context(format!("failed to up {name:?}"))?;
+    crate::vlan::configure_port(nl, port.index, &access_only).during(Op::SetVlanTagOn {
+        port: port_name.clone(),
+    })?;
+    nl.set_up(port.index).during(Op::Up { name: port_name })?;
+    nl.set_up(gw.index).during(Op::Up { name })?;
     Ok(gw)
 }

@@ -3,8 +3,8 @@
 //! naming the field (after rollback), never reach the kernel half-done or a panic.
 //! Code 999, as the reference, which fails on the same answers later (in the kernel).
 
+use crate::error::{BridgeError, IpOrNet, Unusable};
 use ipnetwork::IpNetwork;
-use libcni::Error;
 use libcni::types::CniResult;
 use std::net::IpAddr;
 
@@ -13,44 +13,45 @@ use std::net::IpAddr;
 /// not unicast, a gateway of another family than its address or route destination. An IPv4
 /// gateway spelled as an IPv4-mapped IPv6 address is taken as the IPv4 address (Go's
 /// `net.IP` makes no difference).
-pub fn check(result: &mut CniResult) -> Result<(), Error> {
+pub fn check(result: &mut CniResult) -> Result<(), BridgeError> {
     if result.ips.is_empty() {
-        return Err(Error::internal("IPAM plugin returned missing IP config"));
+        return Err(BridgeError::MissingIpConfig);
     }
     for (i, ip) in result.ips.iter_mut().enumerate() {
         let field = |name: &str| format!("ips[{i}].{name}");
+        let address = IpOrNet::Net(ip.address);
         if let Some(why) = unusable(ip.address.ip()) {
-            return Err(bad(&field("address"), ip.address, why));
+            return Err(bad(field("address"), address, why));
         }
         if ip.address.prefix() == 0 {
-            return Err(bad(&field("address"), ip.address, "has prefix length 0"));
+            return Err(bad(field("address"), address, Unusable::PrefixZero));
         }
         if let Some(gw) = &mut ip.gateway {
             *gw = same_family(*gw, &ip.address).ok_or_else(|| {
-                let why = format!("is not in the address family of {}", ip.address);
-                bad(&field("gateway"), *gw, &why)
+                let why = Unusable::FamilyOf(ip.address);
+                bad(field("gateway"), IpOrNet::Ip(*gw), why)
             })?;
             if let Some(why) = unusable(*gw) {
-                return Err(bad(&field("gateway"), *gw, why));
+                return Err(bad(field("gateway"), IpOrNet::Ip(*gw), why));
             }
         }
     }
     for (i, route) in result.routes.iter_mut().enumerate() {
         if let Some(gw) = &mut route.gw {
             *gw = same_family(*gw, &route.dst).ok_or_else(|| {
-                let why = format!(
-                    "is not in the address family of routes[{i}].dst {}",
-                    route.dst
-                );
-                bad(&format!("routes[{i}].gw"), *gw, &why)
+                let why = Unusable::FamilyOfRoute {
+                    index: i,
+                    dst: route.dst,
+                };
+                bad(format!("routes[{i}].gw"), IpOrNet::Ip(*gw), why)
             })?;
         }
     }
     Ok(())
 }
 
-fn bad(field: &str, value: impl std::fmt::Display, why: &str) -> Error {
-    Error::internal(format!("invalid IPAM result: {field} {value} {why}"))
+fn bad(field: String, value: IpOrNet, why: Unusable) -> BridgeError {
+    BridgeError::InvalidIpamResult { field, value, why }
 }
 
 /// `ip` in the family of `net`, if it is (an IPv4-mapped address counts as IPv4).
@@ -64,19 +65,19 @@ fn same_family(ip: IpAddr, net: &IpNetwork) -> Option<IpAddr> {
 
 /// Why `ip` cannot be a container's address or its gateway (which goes on the host's
 /// bridge), if it cannot.
-fn unusable(ip: IpAddr) -> Option<&'static str> {
+fn unusable(ip: IpAddr) -> Option<Unusable> {
     let mapped = matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some());
     let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
     Some(if ip.is_unspecified() {
-        "is the unspecified address"
+        Unusable::Unspecified
     } else if ip.is_multicast() {
-        "is a multicast address"
+        Unusable::Multicast
     } else if broadcast {
-        "is the broadcast address"
+        Unusable::Broadcast
     } else if ip.is_loopback() {
-        "is a loopback address"
+        Unusable::Loopback
     } else if mapped {
-        "is an IPv4-mapped IPv6 address"
+        Unusable::Ipv4Mapped
     } else {
         return None;
     })
@@ -91,7 +92,7 @@ mod tests {
     }
 
     fn msg(json: &str) -> String {
-        let e = check(&mut result(json)).unwrap_err();
+        let e = libcni::Error::from(check(&mut result(json)).unwrap_err());
         assert_eq!(e.code, 999);
         e.msg
     }

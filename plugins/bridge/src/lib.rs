@@ -6,33 +6,41 @@ mod check;
 pub mod config;
 mod container;
 mod del;
-mod fail;
+mod error;
 mod gateway;
 mod gc;
 mod host;
 mod ipam_result;
+mod kernel;
 mod rollback;
 mod vlan;
 
+#[cfg(test)]
+mod tests;
+
+use kernel::Real;
 use libcni::skel::{CmdArgs, Plugin};
 use libcni::{CniResult, Error};
+
+// Each verb returns a `BridgeError`; `?` here turns it into the CNI error the runtime
+// reads (`impl From<BridgeError> for libcni::Error`, the one mapping).
 
 pub struct Bridge;
 
 impl Plugin for Bridge {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        add::add(args)
+        Ok(add::add(&Real, args)?)
     }
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
-        del::del(args)
+        Ok(del::del(&Real, args)?)
     }
     fn check(&self, args: &CmdArgs) -> Result<(), Error> {
-        check::check(args)
+        Ok(check::check(&Real, args)?)
     }
     fn status(&self, args: &CmdArgs) -> Result<(), Error> {
-        gc::status(args)
+        Ok(gc::status(&Real, args)?)
     }
     fn gc(&self, args: &CmdArgs) -> Result<(), Error> {
-        gc::gc(args)
+        Ok(gc::gc(&Real, args)?)
     }
 }

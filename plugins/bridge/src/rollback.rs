@@ -2,8 +2,7 @@
 //! the IP reservation (the link goes before the IP, so the IP is never in use twice).
 
 use crate::config::BridgeConf;
-use hostnet::firewall::{self, spoofcheck};
-use hostnet::netlink::Netlink;
+use crate::kernel::{Kernel, Links};
 use ipnetwork::IpNetwork;
 use libcni::skel::CmdArgs;
 
@@ -19,17 +18,17 @@ pub struct Rollback {
 
 impl Rollback {
     /// Best effort: every step runs, failures are logged to stderr.
-    pub fn run(self, host: &Netlink, conf: &BridgeConf, args: &CmdArgs) {
+    pub fn run(self, k: &dyn Kernel, host: &dyn Links, conf: &BridgeConf, args: &CmdArgs) {
         let log =
             |what: &str, e: &dyn std::fmt::Display| libcni::log!("bridge: rollback: {what}: {e}");
         if !self.ipmasq.is_empty() {
             let att = conf.attachment(args);
-            if let Err(e) = firewall::teardown_ipmasq(&att, &self.ipmasq) {
+            if let Err(e) = k.teardown_ipmasq(&att, &self.ipmasq) {
                 log("remove masquerade rules", &e);
             }
         }
         if self.spoofcheck
-            && let Err(e) = spoofcheck::teardown(&args.container_id, &args.ifname)
+            && let Err(e) = k.teardown_spoofcheck(&args.container_id, &args.ifname)
         {
             log("remove mac spoof check", &e);
         }
@@ -44,7 +43,7 @@ impl Rollback {
         }
         if self.ipam {
             let ipam = conf.ipam(args);
-            if let Err(e) = ipam.run("DEL") {
+            if let Err(e) = k.ipam_run(&ipam, "DEL") {
                 log("release IP", &e);
             }
         }

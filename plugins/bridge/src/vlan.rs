@@ -3,7 +3,8 @@
 //! hostnet at the byte level; applying them needs a kernel that supports it.
 
 use crate::config::BridgeConf;
-use hostnet::netlink::{Netlink, NetlinkError};
+use crate::kernel::Links;
+use hostnet::netlink::NetlinkError;
 
 /// The bridge's default VLAN, which every new port gets as PVID.
 const DEFAULT_VLAN: u16 = 1;
@@ -53,7 +54,7 @@ pub fn port_plan(conf: &BridgeConf) -> Vec<VlanOp> {
 }
 
 /// Applies [`port_plan`] to the port `index`. Removing an absent default VLAN is fine.
-pub fn configure_port(nl: &Netlink, index: u32, conf: &BridgeConf) -> Result<(), NetlinkError> {
+pub fn configure_port(nl: &dyn Links, index: u32, conf: &BridgeConf) -> Result<(), NetlinkError> {
     for op in port_plan(conf) {
         match op {
             VlanOp::Del(vid) => match nl.bridge_vlan_del(index, vid) {

@@ -1,0 +1,625 @@
+//! The bridge's one error type. Each kernel, namespace, firewall or I/O failure keeps its
+//! typed source (and so its errno) next to the step it broke, named by an [`Op`] that
+//! prints the reference's verb phrase. The CNI code, message and details are made in one
+//! place, `impl From<BridgeError> for libcni::Error`: 999 (Go's skel wraps untyped errors
+//! so) with `"<verb phrase>: <source>"`, the firewall tool's output in `details`.
+
+use hostnet::firewall::FirewallError;
+use hostnet::netlink::NetlinkError;
+use ipnetwork::IpNetwork;
+use libcni::error::code;
+use libcni::netns::NetnsError;
+use libcni::step::Injected;
+use std::fmt;
+use std::io;
+use std::net::IpAddr;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    /// A CNI error from elsewhere (config, version, IPAM delegation, result conversion),
+    /// passed on as it is, code included.
+    #[error(transparent)]
+    Cni(#[from] libcni::Error),
+    /// A fault-injection point failed (crash tests only).
+    #[error(transparent)]
+    Injected(#[from] Injected),
+
+    // A step that failed in the kernel, a namespace, a firewall tool or a file.
+    // (`op` is boxed: it is as big as a source, and errors travel in every `Result`.)
+    #[error("{op}: {source}")]
+    Netlink {
+        op: Box<Op>,
+        #[source]
+        source: NetlinkError,
+    },
+    #[error("{op}: {source}")]
+    Netns {
+        op: Box<Op>,
+        #[source]
+        source: NetnsError,
+    },
+    #[error("{op}: {source}")]
+    Firewall {
+        op: Box<Op>,
+        #[source]
+        source: FirewallError,
+    },
+    #[error("{op}: {source}")]
+    Io {
+        op: Box<Op>,
+        #[source]
+        source: io::Error,
+    },
+
+    // Wrappers carrying the reference's prefix for a whole sub-step.
+    #[error("failed to create bridge {name:?}: {source}")]
+    CreateBridge {
+        name: String,
+        #[source]
+        source: Box<BridgeError>,
+    },
+    #[error("failed to set bridge addr: {0}")]
+    SetBridgeAddr(#[source] Box<BridgeError>),
+    /// STATUS: the plugin cannot work on this node now (code 50).
+    #[error("{0}")]
+    Unavailable(#[source] Box<BridgeError>),
+
+    // ADD's own refusals.
+    #[error("cannot convert: no valid IP addresses")]
+    NoValidIps,
+    #[error("{verb} {name:?}: Link not found")]
+    LinkNotFound { verb: &'static str, name: String },
+    #[error("{name:?} already exists but is not a bridge")]
+    NotABridge { name: String },
+    #[error("{link:?} already has an IP address different from {gw}")]
+    AddressConflict { link: String, gw: IpNetwork },
+    #[error("container veth name ({ifname:?}) already exists")]
+    ContainerIfaceExists { ifname: String },
+    #[error("bridge port in error state: {}", .source.last_state().unwrap_or_default())]
+    PortState {
+        #[source]
+        source: NetlinkError,
+    },
+    #[error("no gateway address after {0}")]
+    NoGatewayAfter(IpNetwork),
+    #[error("gateway {gw} does not fit address {address}")]
+    GatewayMisfit { gw: IpAddr, address: IpNetwork },
+    #[error("IPAM plugin returned missing IP config")]
+    MissingIpConfig,
+    /// An IPAM answer no container can use: `field` is e.g. `ips[0].address`.
+    #[error("invalid IPAM result: {field} {value} {why}")]
+    InvalidIpamResult {
+        field: String,
+        value: IpOrNet,
+        why: Unusable,
+    },
+
+    // CHECK's findings: the kernel no longer matches the ADD result.
+    #[error("Required prevResult missing")]
+    PrevResultMissing,
+    #[error("Sandbox in prevResult doesn't match configured netns: {netns}")]
+    SandboxMismatch { netns: String },
+    #[error("CNI created bridge {bridge} in host namespace was not found")]
+    BridgeNotInResult { bridge: String },
+    #[error("Interface name {name} not found")]
+    InterfaceNotFound { name: String },
+    #[error("Interface {name} does not have link type of bridge")]
+    NotBridgeType { name: String },
+    #[error("Bridge interface {name} Mac doesn't match: {mac}")]
+    BridgeMac { name: String, mac: String },
+    #[error(
+        "Bridge interface {name} configured Promisc Mode {want} doesn't match current state: {is}"
+    )]
+    BridgePromisc { name: String, want: bool, is: bool },
+    #[error("CNI created interface in container {name} not found")]
+    ContainerIfaceNotFound { name: String },
+    #[error("Error: Container interface {name} not of type veth")]
+    ContainerNotVeth { name: String },
+    #[error("Interface {name} Mac {want} doesn't match container Mac: {is}")]
+    ContainerMac {
+        name: String,
+        want: String,
+        is: String,
+    },
+    #[error("veth {veth} is not a port of bridge {bridge}")]
+    NotAPort { veth: String, bridge: String },
+    #[error("Interface {name} Mac doesn't match: {mac} not found")]
+    VethMac { name: String, mac: String },
+    #[error("CNI veth created for bridge {bridge} was not found")]
+    VethNotFound { bridge: String },
+    #[error("bridge port {port} hairpin mode is {is:?}, config wants {want}")]
+    Hairpin {
+        port: String,
+        is: Option<bool>,
+        want: bool,
+    },
+    #[error("mac spoof check rules for {port} are missing")]
+    SpoofCheckMissing { port: String },
+    #[error("masquerade rules for {container_id:?} are missing")]
+    IpMasqMissing { container_id: String },
+    #[error("Failed to match addr {addr} on interface {ifname}")]
+    AddrMissing { addr: IpNetwork, ifname: String },
+    #[error("Expected route {dst}{} not found in the container", via(.gw))]
+    RouteMissing { dst: IpNetwork, gw: Option<IpAddr> },
+
+    /// DEL and GC run every step whatever failed before: each failure, in order (two or
+    /// more; see [`BridgeError::all`]). The first gives the code; the messages are joined
+    /// with "; ", the details with a blank line.
+    #[error("{}", joined(.0))]
+    Several(Vec<BridgeError>),
+}
+
+/// The step that failed, printed as the reference's verb phrase. Names in it are those
+/// of links, namespaces and sysctls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    OpenNetns {
+        path: String,
+    },
+    OpenNetlink,
+    OpenNetlinkInContainer,
+    /// `verb` is the reference's: "could not lookup", "failed to lookup", "failed to find
+    /// interface".
+    Lookup {
+        verb: &'static str,
+        name: String,
+    },
+    LookUpContainerIface,
+    AddBridge {
+        name: String,
+    },
+    SetBridgeMac,
+    SetVlanFiltering {
+        name: String,
+    },
+    SetPromisc {
+        name: String,
+    },
+    SetUp {
+        name: String,
+    },
+    Up {
+        name: String,
+    },
+    RandomVethName,
+    MakeVeth {
+        ifname: String,
+    },
+    Connect {
+        port: String,
+        bridge: String,
+    },
+    SetPortOptions {
+        port: String,
+    },
+    SetVlanTag {
+        port: String,
+    },
+    SetVlanTagOn {
+        port: String,
+    },
+    FindHostNetns,
+    CreateVlanGateway {
+        name: String,
+    },
+    SetUpSpoofCheck {
+        veth: String,
+        chain: String,
+    },
+    SetSysctl {
+        name: String,
+    },
+    EnterContainer,
+    AddContainerAddr {
+        addr: IpNetwork,
+        ifname: String,
+    },
+    SetContainerUp {
+        ifname: String,
+    },
+    Settle {
+        ifname: String,
+    },
+    AddRoute {
+        dst: IpNetwork,
+        gw: Option<IpAddr>,
+        ifname: String,
+    },
+    ListBridgeAddrs,
+    LookUpBridge,
+    RemoveBridgeAddr {
+        link: String,
+    },
+    AddBridgeAddr {
+        link: String,
+    },
+    EnableForwarding,
+    SetUpIpMasq {
+        ips: Vec<IpNetwork>,
+    },
+    ReadPortState,
+    LookUpTheBridge,
+    LookUpTheContainerIface,
+    ReadSpoofCheck,
+    ReadIpMasq,
+    ListContainerAddrs,
+    ListContainerRoutes,
+    GetAddrs {
+        ifname: String,
+    },
+    Delete {
+        name: String,
+    },
+    RemoveSpoofCheck,
+    RemoveIpMasq,
+    GcIpMasq,
+    GcSpoofCheck,
+    NetlinkUnavailable,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Op::*;
+        match self {
+            OpenNetns { path } => write!(f, "failed to open netns {path:?}"),
+            OpenNetlink => f.write_str("failed to open netlink socket"),
+            OpenNetlinkInContainer => f.write_str("failed to open netlink socket in the container"),
+            Lookup { verb, name } => write!(f, "{verb} {name:?}"),
+            LookUpContainerIface => f.write_str("failed to look up container interface"),
+            AddBridge { name } => write!(f, "could not add {name:?}"),
+            SetBridgeMac => f.write_str("could not set bridge's mac"),
+            SetVlanFiltering { name } => write!(f, "failed to set vlan_filtering on {name:?}"),
+            SetPromisc { name } => write!(f, "could not set promiscuous mode on {name:?}"),
+            SetUp { name } => write!(f, "failed to set {name:?} up"),
+            Up { name } => write!(f, "failed to up {name:?}"),
+            RandomVethName => f.write_str("failed to generate random veth name"),
+            MakeVeth { ifname } => write!(f, "failed to make veth pair for {ifname:?}"),
+            Connect { port, bridge } => write!(f, "failed to connect {port:?} to bridge {bridge}"),
+            SetPortOptions { port } => write!(f, "failed to set up port options for {port}"),
+            SetVlanTag { port } => write!(f, "failed to setup vlan tag on interface {port:?}"),
+            SetVlanTagOn { port } => write!(f, "failed to setup vlan tag on {port:?}"),
+            FindHostNetns => f.write_str("failed to find host namespace"),
+            CreateVlanGateway { name } => write!(f, "failed to create vlan gateway {name:?}"),
+            SetUpSpoofCheck { veth, chain } => write!(
+                f,
+                "failed to set up mac spoof check for {veth:?} (nft chain {chain:?} in table bridge nat)"
+            ),
+            SetSysctl { name } => write!(f, "failed to set {name}"),
+            EnterContainer => f.write_str("failed to enter the container namespace"),
+            AddContainerAddr { addr, ifname } => {
+                write!(f, "failed to add IP addr {addr} to {ifname:?}")
+            }
+            SetContainerUp { ifname } => write!(f, "failed to set {ifname:?} UP"),
+            Settle { ifname } => write!(
+                f,
+                "failed while waiting for addresses to settle on {ifname:?}"
+            ),
+            AddRoute { dst, gw, ifname } => {
+                write!(f, "failed to add route '{dst}{} dev {ifname}'", via(gw))
+            }
+            ListBridgeAddrs => f.write_str("could not get list of IP addresses"),
+            LookUpBridge => f.write_str("could not lookup bridge"),
+            RemoveBridgeAddr { link } => write!(f, "could not remove IP address from {link:?}"),
+            AddBridgeAddr { link } => write!(f, "could not add IP address to {link:?}"),
+            EnableForwarding => f.write_str("failed to enable forwarding"),
+            SetUpIpMasq { ips } => write!(f, "failed to set up IP masquerading for {ips:?}"),
+            ReadPortState => f.write_str("failed to read bridge port state"),
+            LookUpTheBridge => f.write_str("failed to look up the bridge"),
+            LookUpTheContainerIface => f.write_str("failed to look up the container interface"),
+            ReadSpoofCheck => f.write_str("failed to read mac spoof check rules"),
+            ReadIpMasq => f.write_str("failed to read masquerade rules"),
+            ListContainerAddrs => f.write_str("failed to list container addresses"),
+            ListContainerRoutes => f.write_str("failed to list container routes"),
+            GetAddrs { ifname } => write!(f, "failed to get IP addresses for {ifname:?}"),
+            Delete { name } => write!(f, "failed to delete {name:?}"),
+            RemoveSpoofCheck => f.write_str("failed to remove mac spoof check"),
+            RemoveIpMasq => f.write_str("failed to remove IP masquerading"),
+            GcIpMasq => f.write_str("failed to collect masquerade rules"),
+            GcSpoofCheck => f.write_str("failed to collect mac spoof check rules"),
+            NetlinkUnavailable => f.write_str("netlink unavailable"),
+        }
+    }
+}
+
+fn joined(all: &[BridgeError]) -> String {
+    let messages: Vec<String> = all.iter().map(BridgeError::message).collect();
+    messages.join("; ")
+}
+
+/// `" via <gw>"`, or nothing.
+fn via(gw: &Option<IpAddr>) -> String {
+    gw.map(|g| format!(" via {g}")).unwrap_or_default()
+}
+
+/// An address or a network, as an IPAM result field holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpOrNet {
+    Ip(IpAddr),
+    Net(IpNetwork),
+}
+
+impl fmt::Display for IpOrNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IpOrNet::Ip(ip) => ip.fmt(f),
+            IpOrNet::Net(net) => net.fmt(f),
+        }
+    }
+}
+
+/// Why an IPAM result's address or gateway is unusable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unusable {
+    #[error("is the unspecified address")]
+    Unspecified,
+    #[error("is a multicast address")]
+    Multicast,
+    #[error("is the broadcast address")]
+    Broadcast,
+    #[error("is a loopback address")]
+    Loopback,
+    #[error("is an IPv4-mapped IPv6 address")]
+    Ipv4Mapped,
+    #[error("has prefix length 0")]
+    PrefixZero,
+    #[error("is not in the address family of {0}")]
+    FamilyOf(IpNetwork),
+    /// A route's gateway: `index` is the route's.
+    #[error("is not in the address family of routes[{index}].dst {dst}")]
+    FamilyOfRoute { index: usize, dst: IpNetwork },
+}
+
+/// Why DEL leaves a host veth that prevResult names alone (it is logged, not returned).
+#[derive(Debug, thiserror::Error)]
+pub enum NotOurs {
+    #[error("prevResult records no MAC for it")]
+    NoRecordedMac,
+    #[error("its MAC is not {recorded} as prevResult recorded")]
+    MacDiffers { recorded: String },
+    #[error("cannot tell where its peer lives: {0}")]
+    PeerUnknown(#[source] NetlinkError),
+    #[error("its peer is not in the container's namespace")]
+    PeerElsewhere,
+}
+
+impl BridgeError {
+    /// The CNI error code: a passed-on CNI error keeps its own, STATUS's "not available"
+    /// is 50, everything else 999.
+    pub fn code(&self) -> u32 {
+        match self {
+            BridgeError::Cni(e) => e.code,
+            BridgeError::Several(all) => all.first().map_or(code::INTERNAL, Self::code),
+            BridgeError::Unavailable(_) => code::PLUGIN_NOT_AVAILABLE,
+            BridgeError::CreateBridge { source, .. } => source.code(),
+            _ => code::INTERNAL,
+        }
+    }
+
+    /// The long output behind the message (a firewall tool's stderr and script).
+    pub fn details(&self) -> String {
+        match self {
+            BridgeError::Cni(e) => e.details.clone(),
+            BridgeError::Firewall { source, .. } => source.details(),
+            BridgeError::CreateBridge { source, .. } => source.details(),
+            BridgeError::Several(all) => {
+                let details: Vec<String> = all.iter().map(Self::details).collect();
+                details
+                    .into_iter()
+                    .filter(|d| !d.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n\n")
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// The CNI error's `msg`: a passed-on CNI error's own (its Display adds the details).
+    fn message(&self) -> String {
+        match self {
+            BridgeError::Cni(e) => e.msg.clone(),
+            e => e.to_string(),
+        }
+    }
+
+    /// Every failure of steps that all ran: none is `Ok`, one is itself (so a single
+    /// failure reads exactly as it would alone), more are [`BridgeError::Several`].
+    pub fn all(results: impl IntoIterator<Item = Result<(), BridgeError>>) -> Result<(), Self> {
+        let mut failures = Vec::new();
+        for e in results.into_iter().filter_map(Result::err) {
+            match e {
+                BridgeError::Several(more) => failures.extend(more),
+                e => failures.push(e),
+            }
+        }
+        match failures.len() {
+            0 => Ok(()),
+            1 => Err(failures.remove(0)),
+            _ => Err(BridgeError::Several(failures)),
+        }
+    }
+
+    /// The errno of the kernel or system call that failed, if one did.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            BridgeError::Netlink { source, .. } | BridgeError::PortState { source } => {
+                source.errno()
+            }
+            BridgeError::Netns { source, .. } => source.errno().map(|e| e as i32),
+            BridgeError::Io { source, .. } => source.raw_os_error(),
+            BridgeError::Firewall {
+                source: FirewallError::Spawn { source, .. },
+                ..
+            } => source.raw_os_error(),
+            BridgeError::CreateBridge { source, .. }
+            | BridgeError::SetBridgeAddr(source)
+            | BridgeError::Unavailable(source) => source.errno(),
+            _ => None,
+        }
+    }
+
+    /// STATUS's form of a failure: code 50, the same message.
+    pub fn unavailable(self) -> BridgeError {
+        BridgeError::Unavailable(Box::new(self))
+    }
+}
+
+/// The one place a bridge failure becomes what the runtime reads.
+impl From<BridgeError> for libcni::Error {
+    fn from(e: BridgeError) -> libcni::Error {
+        match e {
+            BridgeError::Cni(e) => e,
+            e => libcni::Error::new(e.code(), e.message()).with_details(e.details()),
+        }
+    }
+}
+
+/// Names the step a typed failure broke: `nl.set_up(i).during(Op::SetUp { name })?`.
+pub trait During<T> {
+    fn during(self, op: Op) -> Result<T, BridgeError>;
+}
+
+impl<T, E: Source> During<T> for Result<T, E> {
+    fn during(self, op: Op) -> Result<T, BridgeError> {
+        self.map_err(|e| e.at(op))
+    }
+}
+
+/// A typed failure that can be the source of a step's error.
+pub trait Source {
+    fn at(self, op: Op) -> BridgeError;
+}
+
+impl Source for NetlinkError {
+    fn at(self, op: Op) -> BridgeError {
+        BridgeError::Netlink {
+            op: Box::new(op),
+            source: self,
+        }
+    }
+}
+
+impl Source for NetnsError {
+    fn at(self, op: Op) -> BridgeError {
+        BridgeError::Netns {
+            op: Box::new(op),
+            source: self,
+        }
+    }
+}
+
+impl Source for FirewallError {
+    fn at(self, op: Op) -> BridgeError {
+        BridgeError::Firewall {
+            op: Box::new(op),
+            source: self,
+        }
+    }
+}
+
+impl Source for io::Error {
+    fn at(self, op: Op) -> BridgeError {
+        BridgeError::Io {
+            op: Box::new(op),
+            source: self,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn kernel_failures_keep_the_errno_behind_the_reference_message() {
+        let e = io::Error::from_raw_os_error(13).at(Op::EnableForwarding);
+        assert_eq!(e.errno(), Some(13));
+        assert!(e.source().is_some());
+        let wire = libcni::Error::from(e);
+        assert_eq!(wire.code, 999);
+        assert!(wire.msg.starts_with("failed to enable forwarding: "));
+        assert!(wire.details.is_empty());
+    }
+
+    #[test]
+    fn wrappers_prefix_and_keep_the_cause() {
+        let inner = BridgeError::LinkNotFound {
+            verb: "could not lookup",
+            name: "cni0".into(),
+        };
+        let e = BridgeError::CreateBridge {
+            name: "cni0".into(),
+            source: Box::new(inner),
+        };
+        assert_eq!(
+            e.to_string(),
+            "failed to create bridge \"cni0\": could not lookup \"cni0\": Link not found"
+        );
+        let e = BridgeError::NotABridge { name: "x".into() }.unavailable();
+        let wire = libcni::Error::from(e);
+        assert_eq!(
+            (wire.code, wire.msg.as_str()),
+            (50, "\"x\" already exists but is not a bridge")
+        );
+    }
+
+    #[test]
+    fn cni_errors_pass_unchanged() {
+        let e = libcni::Error::invalid_config("bad").with_details("d");
+        assert_eq!(libcni::Error::from(BridgeError::from(e.clone())), e);
+        let e = BridgeError::from(Injected("bridge.x".into()));
+        assert_eq!(
+            libcni::Error::from(e),
+            libcni::Error::internal("injected fault at bridge.x")
+        );
+    }
+
+    fn firewall(op: Op, stderr: &str) -> BridgeError {
+        use std::os::unix::process::ExitStatusExt;
+        FirewallError::Failed {
+            command: "nft -f -".into(),
+            status: std::process::ExitStatus::from_raw(1 << 8),
+            stderr: stderr.into(),
+            script: None,
+        }
+        .at(op)
+    }
+
+    #[test]
+    fn one_failure_reads_as_it_would_alone() {
+        assert!(BridgeError::all([Ok(()), Ok(())]).is_ok());
+        let alone = || firewall(Op::RemoveIpMasq, "Error: busy");
+        let e = BridgeError::all([Ok(()), Err(alone()), Ok(())]).unwrap_err();
+        assert_eq!(libcni::Error::from(e), libcni::Error::from(alone()));
+    }
+
+    #[test]
+    fn several_failures_are_all_reported_in_order() {
+        let ipam = libcni::Error::new(11, "lock busy").with_details("ipam details");
+        let e = BridgeError::all([
+            Err(BridgeError::from(ipam)),
+            Ok(()),
+            Err(firewall(Op::RemoveSpoofCheck, "Error: one")),
+            Err(BridgeError::all([
+                Err(firewall(Op::RemoveIpMasq, "Error: two")),
+                Err(BridgeError::from(Injected("bridge.x".into()))),
+            ])
+            .unwrap_err()),
+        ])
+        .unwrap_err();
+        let wire = libcni::Error::from(e);
+        // The first failure's code; each message once, in the order the steps were listed.
+        assert_eq!(wire.code, 11);
+        assert_eq!(
+            wire.msg,
+            "lock busy; \
+             failed to remove mac spoof check: nft -f - failed (exit status: 1): one; \
+             failed to remove IP masquerading: nft -f - failed (exit status: 1): two; \
+             injected fault at bridge.x"
+        );
+        assert_eq!(
+            wire.details,
+            "ipam details\n\nnft -f -: Error: one\n\nnft -f -: Error: two"
+        );
+    }
+}

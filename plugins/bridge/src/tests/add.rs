@@ -1,0 +1,213 @@
+//! ADD: the reference's order, and what a failure at each step leaves (nothing) and in
+//! which order it is undone (firewall, veth, then the IP: the link goes before the IP, so
+//! the IP is never in use twice).
+
+use super::*;
+
+#[test]
+fn configures_the_node_in_the_reference_order() {
+    let k = node();
+    let result = crate::add::add(&k, &args(&conf())).unwrap();
+    let veth = host_veth(&result);
+    assert_in_order(
+        &k.take_log(),
+        &[
+            "host: create_bridge cni0",
+            "host: set_mac cni0",
+            "host: sysctl net.ipv6.conf.cni0.accept_ra=0",
+            "host: set_up cni0",
+            &format!("host: create_veth {veth} eth0@{CTR}"),
+            &format!("host: set_master cni0 {veth}"),
+            &format!("host: set_port_options {veth}"),
+            &format!("host: set_up {veth}"),
+            &format!("host: sysctl net.ipv6.conf.{veth}.accept_ra=0"),
+            "fw: setup spoofcheck c1 eth0",
+            "ipam: ADD",
+            &format!("{CTR}: sysctl net.ipv6.conf.eth0.accept_dad=0"),
+            &format!("{CTR}: sysctl net.ipv4.conf.eth0.arp_notify=1"),
+            &format!("{CTR}: add_address eth0 10.1.0.5/24"),
+            &format!("{CTR}: set_up eth0"),
+            &format!("{CTR}: add_route 0.0.0.0/0 via 10.1.0.1"),
+            "host: add_address cni0 10.1.0.1/24",
+            "host: sysctl net.ipv4.ip_forward=1",
+            "host: set_mac cni0",
+            "fw: setup ipmasq net c1 eth0",
+        ],
+    );
+    let names: Vec<&str> = result.interfaces.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["cni0", veth.as_str(), "eth0"]);
+    assert_eq!(result.interfaces[2].sandbox, CTR);
+    assert_eq!(result.ips[0].gateway, Some("10.1.0.1".parse().unwrap()));
+    let bridge_mac = k.link(HOST, "cni0").unwrap().mac;
+    assert_eq!(
+        result.interfaces[0].mac,
+        crate::config::mac_string(bridge_mac)
+    );
+    assert!(k.state().leased);
+    assert_eq!(k.state().rules.len(), 2);
+}
+
+/// Each ADD step that can fail (by the log line of its call), and what must be undone
+/// after it, in order.
+const STEPS: &[(&str, &[&str])] = &[
+    ("host: link_by_name cni0", &[]),
+    ("host: create_bridge", &[]),
+    ("host: set_up cni0", &[]),
+    ("/run/netns/ctr: link_by_name eth0", &[]),
+    ("host: create_veth", &[]),
+    ("host: set_master", &["host: delete_link veth"]),
+    ("host: set_port_options", &["host: delete_link veth"]),
+    ("host: set_up veth", &["host: delete_link veth"]),
+    (
+        "fw: setup spoofcheck",
+        &["fw: teardown spoofcheck", "host: delete_link veth"],
+    ),
+    (
+        "ipam: ADD",
+        &["fw: teardown spoofcheck", "host: delete_link veth"],
+    ),
+    (
+        "/run/netns/ctr: add_address",
+        &[
+            "fw: teardown spoofcheck",
+            "host: delete_link veth",
+            "ipam: DEL",
+        ],
+    ),
+    (
+        "/run/netns/ctr: set_up eth0",
+        &[
+            "fw: teardown spoofcheck",
+            "host: delete_link veth",
+            "ipam: DEL",
+        ],
+    ),
+    (
+        "/run/netns/ctr: add_route",
+        &[
+            "fw: teardown spoofcheck",
+            "host: delete_link veth",
+            "ipam: DEL",
+        ],
+    ),
+    (
+        "host: add_address cni0",
+        &[
+            "fw: teardown spoofcheck",
+            "host: delete_link veth",
+            "ipam: DEL",
+        ],
+    ),
+    (
+        "host: sysctl net.ipv4.ip_forward",
+        &[
+            "fw: teardown spoofcheck",
+            "host: delete_link veth",
+            "ipam: DEL",
+        ],
+    ),
+    (
+        "fw: setup ipmasq",
+        &[
+            "fw: teardown ipmasq",
+            "fw: teardown spoofcheck",
+            "host: delete_link veth",
+            "ipam: DEL",
+        ],
+    ),
+];
+
+#[test]
+fn a_failure_at_each_step_is_rolled_back_in_order() {
+    for (step, undo) in STEPS {
+        let k = node();
+        k.fail(step);
+        let e = crate::add::add(&k, &args(&conf())).expect_err(step);
+        let log = k.take_log();
+        // The failed call was the last change; everything after it is the rollback.
+        let rollback: Vec<&str> = log
+            .iter()
+            .map(String::as_str)
+            .filter(|l| {
+                ["fw: teardown", "host: delete_link", "ipam: DEL"]
+                    .iter()
+                    .any(|u| l.starts_with(u))
+            })
+            .collect();
+        assert_eq!(rollback.len(), undo.len(), "{step}: {e}\n{log:#?}");
+        assert_in_order(&log, undo);
+        assert_clean(&k);
+    }
+}
+
+#[test]
+fn failures_carry_the_reference_message_and_the_errno() {
+    let k = node();
+    k.fail("host: set_master");
+    let e = crate::add::add(&k, &args(&conf())).unwrap_err();
+    assert_eq!(e.errno(), Some(1));
+    let wire = libcni::Error::from(e);
+    assert_eq!(wire.code, 999);
+    assert!(
+        wire.msg.starts_with("failed to connect \"veth")
+            && wire.msg.contains("\" to bridge cni0: "),
+        "{}",
+        wire.msg
+    );
+
+    let k = node();
+    k.fail("host: create_bridge");
+    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    assert!(
+        e.msg
+            .starts_with("failed to create bridge \"cni0\": could not add \"cni0\": ")
+    );
+
+    // IPAM's own error comes back as it is, code included.
+    let k = node();
+    k.fail("ipam: ADD");
+    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    assert_eq!((e.code, e.msg.as_str()), (11, "fake IPAM ADD failure"));
+}
+
+#[test]
+fn best_effort_sysctls_do_not_fail_add() {
+    let k = node();
+    k.fail(&format!("{CTR}: sysctl net.ipv4.conf.eth0.arp_notify"));
+    k.fail("host: sysctl net.ipv6.conf.cni0.accept_ra");
+    crate::add::add(&k, &args(&conf())).unwrap();
+}
+
+#[test]
+fn an_existing_container_interface_is_refused_before_anything_is_made() {
+    let k = node();
+    let sandbox = crate::kernel::Sandbox::Fake(CTR.into());
+    use crate::kernel::Kernel;
+    let host = k.host().unwrap();
+    host.create_veth("vethx", "eth0", None, None, &sandbox)
+        .unwrap();
+    k.take_log();
+    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    assert_eq!(e.msg, "container veth name (\"eth0\") already exists");
+    let log = k.take_log();
+    assert!(
+        !log.iter()
+            .any(|l| l.contains("create_veth") || l.starts_with("ipam")),
+        "{log:#?}"
+    );
+}
+
+#[test]
+fn a_bridge_address_failure_carries_the_reference_prefix() {
+    let k = node();
+    // The first link_by_index is the bridge's re-read after its gateway address went on.
+    k.fail("host: link_by_index");
+    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    assert!(
+        e.msg
+            .starts_with("failed to set bridge addr: could not lookup bridge: "),
+        "{}",
+        e.msg
+    );
+    assert_clean(&k);
+}
