@@ -163,8 +163,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Add { target, compact } => {
             let (list, rt) = runtime_conf(&target)?;
-            let result = cni.add_network_list(&list, &rt)?;
-            let value = result.to_value(&result.cni_version)?;
+            let (_, value) = cni.add_network_list_rendered(&list, &rt)?;
             print_result(&value, compact)?;
         }
         Command::Check { target } => {

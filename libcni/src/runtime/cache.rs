@@ -166,10 +166,23 @@ impl Cache {
         network: &str,
         rt: &RuntimeConf,
     ) -> Result<(), CacheError> {
-        let result = match result.to_value(&result.cni_version) {
-            Ok(Value::Object(m)) => m,
-            Ok(_) => Map::new(),
-            Err(e) => return Err(CacheError::Result(e)),
+        let rendered = result
+            .to_value(&result.cni_version)
+            .map_err(CacheError::Result)?;
+        self.add_rendered(&rendered, config, network, rt)
+    }
+
+    /// [`add`](Self::add) for a result already rendered at its own version.
+    pub fn add_rendered(
+        &self,
+        result: &Value,
+        config: &[u8],
+        network: &str,
+        rt: &RuntimeConf,
+    ) -> Result<(), CacheError> {
+        let result = match result {
+            Value::Object(m) => m.clone(),
+            _ => Map::new(),
         };
         let info = CachedInfo {
             kind: KIND_V1.into(),
