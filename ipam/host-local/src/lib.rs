@@ -5,10 +5,12 @@
 mod allocator;
 pub mod config;
 mod dns;
+pub mod error;
 mod ip;
 mod range;
 mod range_set;
 pub mod store;
 mod verbs;
 
+pub use error::HostLocalError;
 pub use verbs::HostLocal;
