@@ -159,7 +159,7 @@ impl Plugin for Echo {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
         let conf = types::NetConf::parse(&args.stdin_data)?;
         match conf.prev_result {
-            Some(prev) => CniResult::parse(&prev, &args.config_version),
+            Some(prev) => CniResult::parse_at(&prev, args.version),
             None => Ok(CniResult::default()),
         }
     }
