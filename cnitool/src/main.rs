@@ -1,6 +1,8 @@
 //! cnitool: run a CNI network configuration list against a network namespace by hand.
 //! Same command line, environment, container IDs and cache files as the Go cnitool.
 
+#![forbid(unsafe_code)]
+
 mod container_id;
 mod settings;
 
