@@ -310,8 +310,9 @@ impl ConfigHead {
 /// Go skel's version gates; the config's version, parsed once, when it passes them.
 fn check_version(verb: Verb, config_version: &str) -> Result<Version, Error> {
     let name = format!("{verb:?}").to_uppercase();
+    let parsed = Version::parse(config_version);
     if let Some(min) = verb.min_config_version() {
-        let config = Version::parse(config_version)?;
+        let config = parsed.clone()?;
         if config < min {
             return Err(Error::new(
                 code::INCOMPATIBLE_CNI_VERSION,
@@ -341,7 +342,7 @@ fn check_version(verb: Verb, config_version: &str) -> Result<Version, Error> {
         );
     }
     // A supported version always parses.
-    Version::parse(config_version)
+    parsed
 }
 
 fn is_valid_name(s: &str) -> bool {
