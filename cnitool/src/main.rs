@@ -1,6 +1,8 @@
 //! cnitool: run a CNI network configuration list against a network namespace by hand.
 //! Same command line, environment, container IDs and cache files as the Go cnitool.
 
+#![forbid(unsafe_code)]
+
 mod container_id;
 mod settings;
 
@@ -118,8 +120,8 @@ fn main() -> ExitCode {
     let outcome = std::thread::Builder::new()
         .name("cnitool".into())
         .stack_size(STACK_SIZE)
-        .spawn(move || run(cli).map_err(|e| e.to_string()))
-        .map_err(|e| format!("cannot start the cnitool thread: {e}"))
+        .spawn(move || run(cli))
+        .map_err(|e| BoxError::from(format!("cannot start the cnitool thread: {e}")))
         .and_then(|t| {
             t.join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
@@ -134,7 +136,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+/// Any error of a command, kept whole until it is printed (it crosses the thread boundary).
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn run(cli: Cli) -> Result<(), BoxError> {
     let settings = Settings::from_env(|k| std::env::var(k).ok())?;
     let cache_dir = cli
         .cache_dir
@@ -147,24 +152,22 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         .or_else(|| settings.ifname.clone())
         .unwrap_or_else(|| "eth0".into());
     let load = |network: &str| load_network_conf(&settings.netconf_path, network);
-    let runtime_conf =
-        |target: &Target| -> Result<(NetworkConfigList, RuntimeConf), Box<dyn std::error::Error>> {
-            let list = load(&target.network)?;
-            let netns = container_id::absolute(&target.netns, &std::env::current_dir()?);
-            let rt = RuntimeConf {
-                container_id: container_id::container_id(&netns),
-                netns,
-                ifname: ifname.clone(),
-                args: settings.args.clone(),
-                capability_args: settings.capability_args.clone(),
-            };
-            Ok((list, rt))
+    let runtime_conf = |target: &Target| -> Result<(NetworkConfigList, RuntimeConf), BoxError> {
+        let list = load(&target.network)?;
+        let netns = container_id::absolute(&target.netns, &std::env::current_dir()?);
+        let rt = RuntimeConf {
+            container_id: container_id::container_id(&netns),
+            netns,
+            ifname: ifname.clone(),
+            args: settings.args.clone(),
+            capability_args: settings.capability_args.clone(),
         };
+        Ok((list, rt))
+    };
     match cli.command {
         Command::Add { target, compact } => {
             let (list, rt) = runtime_conf(&target)?;
-            let result = cni.add_network_list(&list, &rt)?;
-            let value = result.to_value(&result.cni_version)?;
+            let (_, value) = cni.add_network_list_rendered(&list, &rt)?;
             print_result(&value, compact)?;
         }
         Command::Check { target } => {

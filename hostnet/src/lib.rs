@@ -1,6 +1,8 @@
 //! Linux kernel work shared by the plugins and the tests. Nothing else in the
 //! workspace talks netlink, writes sysctls or runs firewall tools.
 
+#![forbid(unsafe_code)]
+
 pub mod firewall;
 pub mod netlink;
 pub mod sysctl;

@@ -1,6 +1,9 @@
 //! cni-install: the DaemonSet container that puts the cni-rs plugins and this node's
 //! conflist onto the host and keeps them there.
 
+// Unsafe code only where it is allowed by name: the signal syscalls in `signals`.
+#![deny(unsafe_code)]
+
 mod api;
 mod atomic;
 mod binaries;
@@ -9,6 +12,7 @@ mod conflist;
 mod host_mtu;
 mod podcidr;
 mod run;
+#[allow(unsafe_code)]
 mod signals;
 
 use std::process::ExitCode;

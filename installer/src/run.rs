@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use ipnetwork::IpNetwork;
 
 use crate::api::{ApiError, Client};
+use crate::atomic::FileError;
 use crate::binaries::{self, Binary};
 use crate::config::Args;
 use crate::conflist::{self, Settings};
@@ -16,6 +17,29 @@ use crate::{atomic, host_mtu, log};
 /// this (and never beyond --interval when staying running).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// Why a mode ended with an error (logged as `error: <this>`).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The flags, the environment or the source dir (their messages).
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The node has no podCIDRs (yet).
+    #[error("{0}")]
+    NoPodCidrs(String),
+    #[error("gave up after --wait {wait}s: {last}")]
+    GaveUp {
+        wait: u64,
+        #[source]
+        last: Box<RunError>,
+    },
+    #[error("stopped by signal {0} before the node's files were in place")]
+    Stopped(i32),
+}
+
 struct Installer<'a> {
     args: &'a Args,
     node: String,
@@ -24,16 +48,16 @@ struct Installer<'a> {
 }
 
 impl<'a> Installer<'a> {
-    fn new(args: &'a Args) -> Result<Installer<'a>, String> {
+    fn new(args: &'a Args) -> Result<Installer<'a>, RunError> {
         let installer = Installer {
             args,
-            node: args.node_name()?.to_string(),
+            node: args.node_name().map_err(RunError::Setup)?.to_string(),
             client: Client {
-                server: args.api_server()?,
+                server: args.api_server().map_err(RunError::Setup)?,
                 token_file: args.token_file.clone(),
                 ca_file: args.ca_file.clone(),
             },
-            bins: binaries::load(&args.source_dir)?,
+            bins: binaries::load(&args.source_dir).map_err(RunError::Setup)?,
         };
         installer.remove_stale_temps();
         Ok(installer)
@@ -54,9 +78,8 @@ impl<'a> Installer<'a> {
         self.args.conf_dir.join(&self.args.conf_name)
     }
 
-    fn put_binaries(&self) -> Result<(), String> {
-        let written =
-            binaries::install(&self.bins, &self.args.bin_dir).map_err(|e| e.to_string())?;
+    fn put_binaries(&self) -> Result<(), RunError> {
+        let written = binaries::install(&self.bins, &self.args.bin_dir)?;
         for name in written {
             log(&format!(
                 "installed {}",
@@ -96,7 +119,7 @@ impl<'a> Installer<'a> {
         names
     }
 
-    fn put_conflist(&self, cidrs: &[IpNetwork]) -> Result<(), String> {
+    fn put_conflist(&self, cidrs: &[IpNetwork]) -> Result<(), RunError> {
         let mtu = self.args.mtu.or_else(|| {
             host_mtu::default_route_mtu("/proc/net".as_ref(), "/sys/class/net".as_ref())
         });
@@ -111,9 +134,7 @@ impl<'a> Installer<'a> {
             &self.args.conf_name,
             text.as_bytes(),
             0o644,
-        )
-        .map_err(|e| e.to_string())?
-        {
+        )? {
             let mtu = mtu.map_or("the bridge plugin's default".to_string(), |m| m.to_string());
             log(&format!(
                 "wrote {} for podCIDRs {} (mtu {mtu})",
@@ -159,28 +180,29 @@ impl Backoff {
 
 /// One pass: the node's podCIDRs (waiting at most --wait for them), then the binaries,
 /// then the conflist. Nothing is written before the podCIDRs are known and valid.
-pub fn once(args: &Args, stop: &Stop) -> Result<(), String> {
+pub fn once(args: &Args, stop: &Stop) -> Result<(), RunError> {
     let installer = Installer::new(args)?;
     let deadline = Instant::now() + args.wait();
     let mut backoff = Backoff::new(MAX_BACKOFF);
     let cidrs = loop {
         let reason = match installer.pod_cidrs() {
             Ok(cidrs) if !cidrs.is_empty() => break cidrs,
-            Ok(_) => installer.waiting(),
+            Ok(_) => RunError::NoPodCidrs(installer.waiting()),
             Err(e @ (ApiError::BadNode { .. } | ApiError::File { .. } | ApiError::NoCaCert(_))) => {
-                return Err(e.to_string());
+                return Err(e.into());
             }
-            Err(e) => e.to_string(),
+            Err(e) => e.into(),
         };
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!("gave up after --wait {}s: {reason}", args.wait));
+            return Err(RunError::GaveUp {
+                wait: args.wait,
+                last: Box::new(reason),
+            });
         }
         log(&format!("{reason} (retrying)"));
         if let Some(sig) = stop.sleep(backoff.take().min(left)) {
-            return Err(format!(
-                "stopped by signal {sig} before the node's files were in place"
-            ));
+            return Err(RunError::Stopped(sig));
         }
     };
     installer.put_binaries()?;
@@ -189,7 +211,7 @@ pub fn once(args: &Args, stop: &Stop) -> Result<(), String> {
 
 /// Stays running: every --interval puts back what is missing or changed, re-renders when
 /// the podCIDRs change, writes nothing when nothing changed. Ok on SIGTERM/SIGINT.
-pub fn daemon(args: &Args, stop: &Stop) -> Result<(), String> {
+pub fn daemon(args: &Args, stop: &Stop) -> Result<(), RunError> {
     let installer = Installer::new(args)?;
     log(&format!(
         "node {}: installing {} binaries into {}, conflist {}; re-checking every {}s",
@@ -260,14 +282,14 @@ fn pass(installer: &Installer, known: &mut Vec<IpNetwork>) -> bool {
 }
 
 /// Removes our conflist and those of our binaries still identical to the source dir's.
-pub fn uninstall(args: &Args) -> Result<(), String> {
-    let bins = binaries::load(&args.source_dir)?;
+pub fn uninstall(args: &Args) -> Result<(), RunError> {
+    let bins = binaries::load(&args.source_dir).map_err(RunError::Setup)?;
     let conf = args.conf_dir.join(&args.conf_name);
     // The conflist first: runtimes stop using the network before its plugins go.
-    if atomic::remove(&conf).map_err(|e| e.to_string())? {
+    if atomic::remove(&conf)? {
         log(&format!("removed {}", conf.display()));
     }
-    let (removed, kept) = binaries::uninstall(&bins, &args.bin_dir).map_err(|e| e.to_string())?;
+    let (removed, kept) = binaries::uninstall(&bins, &args.bin_dir)?;
     for name in removed {
         log(&format!("removed {}", args.bin_dir.join(name).display()));
     }

@@ -5,7 +5,7 @@
 use crate::error::{Error, code};
 use crate::goquote::{quote, quote_list};
 use crate::types::CniResult;
-use crate::version;
+use crate::version::{self, Version};
 use std::io::{Read, Write};
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,8 +32,12 @@ pub struct CmdArgs {
     /// Raw CNI_PATH (`:`-separated; see [`crate::invoke::split_cni_path`]).
     pub path: String,
     pub stdin_data: Vec<u8>,
-    /// The config's `cniVersion` (empty in the config reads as 0.1.0).
+    /// The config's `cniVersion` as written (empty in the config reads as 0.1.0).
+    /// Prefer [`version`](Self::version), parsed once.
     pub config_version: String,
+    /// The config's `cniVersion`, parsed once by skel (a verb only ever sees a supported
+    /// one: [`version::SUPPORTED`]).
+    pub version: Version,
 }
 
 /// A plugin's verbs. ADD returns its result; skel prints it at the config's version.
@@ -48,6 +52,15 @@ pub trait Plugin {
     /// version. A plugin whose reference prints another shape (loopback) overrides this.
     fn result_json(&self, result: &CniResult, config_version: &str) -> Result<String, Error> {
         result.to_json(config_version)
+    }
+
+    /// ADD up to what skel prints: [`add`](Self::add), then its result rendered once by
+    /// [`result_json`](Self::result_json). A plugin that must learn whether its result
+    /// renders before it returns (to roll back otherwise) overrides this and renders
+    /// inside its rollback scope, so the result is still converted only once.
+    fn add_json(&self, args: &CmdArgs) -> Result<String, Error> {
+        let result = self.add(args)?;
+        self.result_json(&result, &args.config_version)
     }
 }
 
@@ -162,10 +175,10 @@ impl Verb {
     }
 
     /// The lowest config version that may use this verb.
-    fn min_config_version(self) -> Option<&'static str> {
+    fn min_config_version(self) -> Option<Version> {
         match self {
-            Verb::Check => Some("0.4.0"),
-            Verb::Status | Verb::Gc => Some("1.1.0"),
+            Verb::Check => Some(Version::V0_4_0),
+            Verb::Status | Verb::Gc => Some(Version::V1_1_0),
             _ => None,
         }
     }
@@ -229,20 +242,23 @@ fn dispatch(
             "unknown CNI_COMMAND: {command}"
         )));
     };
+    let config_version = head.version()?;
+    let (container_id, ifname) = (env("CNI_CONTAINERID"), env("CNI_IFNAME"));
+    if verb.requires("CNI_CONTAINERID") {
+        validate_container_id(&container_id)?;
+        validate_ifname(&ifname)?;
+    }
+    let version = check_version(verb, &config_version)?;
     let args = CmdArgs {
-        container_id: env("CNI_CONTAINERID"),
+        container_id,
         netns: env("CNI_NETNS"),
-        ifname: env("CNI_IFNAME"),
+        ifname,
         args: env("CNI_ARGS"),
         path: env("CNI_PATH"),
-        config_version: head.version()?,
+        config_version,
+        version,
         stdin_data,
     };
-    if verb.requires("CNI_CONTAINERID") {
-        validate_container_id(&args.container_id)?;
-        validate_ifname(&args.ifname)?;
-    }
-    check_version(verb, &args.config_version)?;
     if matches!(verb, Verb::Add | Verb::Del | Verb::Check)
         && !netns_override(&env("CNI_NETNS_OVERRIDE"))
     {
@@ -250,8 +266,7 @@ fn dispatch(
     }
     match verb {
         Verb::Add => {
-            let result = plugin.add(&args)?;
-            let json = plugin.result_json(&result, &args.config_version)?;
+            let json = plugin.add_json(&args)?;
             stdout
                 .write_all(json.as_bytes())
                 .map_err(|e| Error::new(code::IO_FAILURE, e.to_string()))
@@ -292,10 +307,13 @@ impl ConfigHead {
     }
 }
 
-fn check_version(verb: Verb, config_version: &str) -> Result<(), Error> {
+/// Go skel's version gates; the config's version, parsed once, when it passes them.
+fn check_version(verb: Verb, config_version: &str) -> Result<Version, Error> {
     let name = format!("{verb:?}").to_uppercase();
+    let parsed = Version::parse(config_version);
     if let Some(min) = verb.min_config_version() {
-        if !version::at_least(config_version, min)? {
+        let config = parsed.clone()?;
+        if config < min {
             return Err(Error::new(
                 code::INCOMPATIBLE_CNI_VERSION,
                 format!("config version does not allow {name}"),
@@ -303,7 +321,7 @@ fn check_version(verb: Verb, config_version: &str) -> Result<(), Error> {
         }
         let mut plugin_ok = false;
         for v in version::SUPPORTED {
-            plugin_ok |= version::at_least(v, config_version)?;
+            plugin_ok |= Version::parse(v)? >= config;
         }
         if !plugin_ok {
             return Err(Error::new(
@@ -323,7 +341,8 @@ fn check_version(verb: Verb, config_version: &str) -> Result<(), Error> {
             ),
         );
     }
-    Ok(())
+    // A supported version always parses.
+    parsed
 }
 
 fn is_valid_name(s: &str) -> bool {

@@ -18,7 +18,22 @@ pub const SUPPORTED: &[&str] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Version(pub u64, pub u64, pub u64);
 
+/// What a config without `cniVersion` reads as.
+impl Default for Version {
+    fn default() -> Version {
+        Version(0, 1, 0)
+    }
+}
+
 impl Version {
+    /// The first version whose results carry `ips` (not `ip4`/`ip6`), and that allows
+    /// more than one address per family.
+    pub const V0_3_0: Version = Version(0, 3, 0);
+    /// The first version with CHECK and the cached `prevResult` on DEL.
+    pub const V0_4_0: Version = Version(0, 4, 0);
+    /// The first version with STATUS and GC.
+    pub const V1_1_0: Version = Version(1, 1, 0);
+
     pub fn parse(s: &str) -> Result<Version, Error> {
         if s.is_empty() {
             return Ok(Version(0, 1, 0));

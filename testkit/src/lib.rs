@@ -16,6 +16,8 @@
 //! Not root: the test prints `skipping <test>: needs root` and passes. Not
 //! root with `CI` set: it panics, so CI can never go green by skipping.
 
+#![forbid(unsafe_code)]
+
 /// True when the process may run privileged tests (effective uid 0).
 ///
 /// # Panics

@@ -132,7 +132,12 @@ pub fn bridge_config(data: &[u8]) {
 /// host-local's config: whatever ADD accepts, DEL finds the same store.
 pub fn host_local_config(data: &[u8]) {
     let (args, stdin) = args_and_stdin(data);
-    let full = host_local::config::load(stdin, &args);
+    // The version skel would hand the verb.
+    let version = libcni::types::NetConf::parse(stdin)
+        .ok()
+        .and_then(|n| libcni::version::Version::parse(&n.cni_version).ok())
+        .unwrap_or_default();
+    let full = host_local::config::load(stdin, &args, version);
     let location = host_local::config::load_store_location(stdin);
     if let Ok(conf) = full {
         assert_eq!(location.expect("DEL reads what ADD reads"), conf.store);
@@ -154,7 +159,7 @@ impl Plugin for Echo {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
         let conf = types::NetConf::parse(&args.stdin_data)?;
         match conf.prev_result {
-            Some(prev) => CniResult::parse(&prev, &args.config_version),
+            Some(prev) => CniResult::parse_at(&prev, args.version),
             None => Ok(CniResult::default()),
         }
     }

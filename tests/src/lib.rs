@@ -14,6 +14,8 @@
 //!
 //! Privileged tests start with `if !testkit::privileged("name") { return; }`.
 
+#![forbid(unsafe_code)]
+
 mod bins;
 mod cnitool;
 mod fake_plugin;

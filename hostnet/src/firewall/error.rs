@@ -25,8 +25,12 @@ pub enum FirewallError {
         script: Option<String>,
     },
     /// The tool's output could not be understood.
-    #[error("unexpected output from {command}: {reason}")]
-    Parse { command: String, reason: String },
+    #[error("unexpected output from {command}: {source}")]
+    Parse {
+        command: String,
+        #[source]
+        source: OutputError,
+    },
     /// A name that cannot be put into a rule safely (would break the script).
     #[error("invalid {what} {value:?} for a firewall rule")]
     InvalidName { what: &'static str, value: String },
@@ -85,6 +89,18 @@ impl FirewallError {
 }
 
 pub type Result<T> = std::result::Result<T, FirewallError>;
+
+/// What was wrong with a tool's output.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error(transparent)]
+    NotUtf8(#[from] std::string::FromUtf8Error),
+    #[error(transparent)]
+    NotJson(#[from] serde_json::Error),
+    /// Valid JSON without what a listing must have.
+    #[error("{0}")]
+    Missing(&'static str),
+}
 
 /// Longest reason taken from a tool's stderr into a message.
 const REASON_MAX: usize = 200;

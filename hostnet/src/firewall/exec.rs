@@ -49,7 +49,7 @@ pub(crate) fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Result<S
     }
     String::from_utf8(out.stdout).map_err(|e| FirewallError::Parse {
         command,
-        reason: e.to_string(),
+        source: e.into(),
     })
 }
 

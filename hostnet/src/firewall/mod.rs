@@ -27,7 +27,7 @@ use ipnetwork::IpNetwork;
 use backend::{iptables_usable, nftables_usable};
 
 pub use backend::Backend;
-pub use error::{FirewallError, Result};
+pub use error::{FirewallError, OutputError, Result};
 
 /// One attachment of a container to a network, the key of its ipMasq rules
 /// (the iptables backend ignores `ifname`, as the reference does).

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::error::{FirewallError, Result};
+use super::error::{FirewallError, OutputError, Result};
 use super::exec;
 
 /// A rule as `nft -j list` shows it.
@@ -58,18 +58,18 @@ pub(crate) fn list(what: &[&str]) -> Result<Option<Listing>> {
     };
     parse(&out)
         .map(Some)
-        .map_err(|reason| FirewallError::Parse {
+        .map_err(|source| FirewallError::Parse {
             command: format!("nft {}", args.join(" ")),
-            reason,
+            source,
         })
 }
 
-fn parse(out: &str) -> std::result::Result<Listing, String> {
-    let doc: Value = serde_json::from_str(out).map_err(|e| e.to_string())?;
+fn parse(out: &str) -> std::result::Result<Listing, OutputError> {
+    let doc: Value = serde_json::from_str(out)?;
     let items = doc
         .get("nftables")
         .and_then(Value::as_array)
-        .ok_or("no \"nftables\" array")?;
+        .ok_or(OutputError::Missing("no \"nftables\" array"))?;
     let mut listing = Listing::default();
     for item in items {
         if let Some(chain) = item.get("chain") {
@@ -79,17 +79,17 @@ fn parse(out: &str) -> std::result::Result<Listing, String> {
                     handle: chain
                         .get("handle")
                         .and_then(Value::as_u64)
-                        .ok_or("chain without handle")?,
+                        .ok_or(OutputError::Missing("chain without handle"))?,
                 });
             }
         } else if let Some(rule) = item.get("rule") {
             let field = |k: &str| rule.get(k).and_then(Value::as_str).map(str::to_string);
             listing.rules.push(Rule {
-                chain: field("chain").ok_or("rule without chain")?,
+                chain: field("chain").ok_or(OutputError::Missing("rule without chain"))?,
                 handle: rule
                     .get("handle")
                     .and_then(Value::as_u64)
-                    .ok_or("rule without handle")?,
+                    .ok_or(OutputError::Missing("rule without handle"))?,
                 comment: field("comment"),
                 expr: rule.get("expr").cloned().unwrap_or(Value::Null),
             });

@@ -4,22 +4,54 @@
 use crate::ip;
 use crate::range::Range;
 use crate::range_set::RangeSet;
-use crate::store::{Attachment, Store};
+use crate::store::{Attachment, Store, StoreError};
 use ipnetwork::IpNetwork;
 use libcni::types::IpConfig;
+use std::fmt;
 use std::net::IpAddr;
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// An ADD that got no address; messages are the reference's.
+#[derive(Debug, thiserror::Error)]
 pub enum AllocError {
-    #[error("failed to allocate for range {0}: {1}")]
-    Range(usize, String),
-    #[error("failed to allocate all requested IPs: {0}")]
-    Leftover(String),
+    #[error("failed to allocate for range {set}: {source}")]
+    Range {
+        set: usize,
+        #[source]
+        source: SetError,
+    },
+    #[error("failed to allocate all requested IPs: {}", Spaced(.0))]
+    Leftover(Vec<IpAddr>),
 }
 
-impl From<AllocError> for libcni::Error {
-    fn from(e: AllocError) -> libcni::Error {
-        libcni::Error::internal(e)
+/// Why one range set gave no address.
+#[derive(Debug, thiserror::Error)]
+pub enum SetError {
+    #[error("{ip} not in range set {set}")]
+    NotInSet { ip: IpAddr, set: RangeSet },
+    #[error("requested ip {0} is subnet's gateway")]
+    Gateway(IpAddr),
+    #[error("requested IP address {ip} is not available in range set {set}")]
+    Taken { ip: IpAddr, set: RangeSet },
+    #[error("{ip} has been allocated to {container_id}, duplicate allocation is not allowed")]
+    Duplicate { ip: IpAddr, container_id: String },
+    #[error("no IP addresses available in range set: {0}")]
+    Exhausted(RangeSet),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Addresses joined by spaces, as the reference prints the leftover requests.
+struct Spaced<'a>(&'a [IpAddr]);
+
+impl fmt::Display for Spaced<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, ip) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{ip}")?;
+        }
+        Ok(())
     }
 }
 
@@ -108,36 +140,40 @@ pub fn allocate_in_set(
     att: &Attachment,
     requested: Option<IpAddr>,
     held: &[IpAddr],
-) -> Result<IpConfig, String> {
+) -> Result<IpConfig, SetError> {
     if let Some(ip) = requested {
-        let r = set.range_for(ip)?;
+        let r = set.range_for(ip).ok_or_else(|| SetError::NotInSet {
+            ip,
+            set: set.clone(),
+        })?;
         if ip == r.gateway {
-            return Err(format!("requested ip {ip} is subnet's gateway"));
+            return Err(SetError::Gateway(ip));
         }
-        if !store.reserve(att, ip, idx).map_err(|e| e.to_string())? {
-            return Err(format!(
-                "requested IP address {ip} is not available in range set {set}"
-            ));
+        if !store.reserve(att, ip, idx)? {
+            return Err(SetError::Taken {
+                ip,
+                set: set.clone(),
+            });
         }
         return Ok(ip_config(ip, r));
     }
     // ADD is not idempotent in the reference: a second ADD of the same attachment fails.
     if let Some(ip) = held.iter().find(|ip| set.contains(**ip)) {
-        return Err(format!(
-            "{ip} has been allocated to {}, duplicate allocation is not allowed",
-            att.id
-        ));
+        return Err(SetError::Duplicate {
+            ip: *ip,
+            container_id: att.id.clone(),
+        });
     }
     let last = store.last_reserved(idx);
     for (ip, r) in RangeIter::new(set, last) {
         if store.is_taken(ip) {
             continue;
         }
-        if store.reserve(att, ip, idx).map_err(|e| e.to_string())? {
+        if store.reserve(att, ip, idx)? {
             return Ok(ip_config(ip, r));
         }
     }
-    Err(format!("no IP addresses available in range set: {set}"))
+    Err(SetError::Exhausted(set.clone()))
 }
 
 /// One address per range set for `att`, honouring `requested` (each goes to the first
@@ -148,9 +184,10 @@ pub fn allocate(
     att: &Attachment,
     requested: &[IpAddr],
 ) -> Result<Vec<IpConfig>, AllocError> {
-    let held = store
-        .ips_of(att)
-        .map_err(|e| AllocError::Range(0, e.to_string()))?;
+    let held = store.ips_of(att).map_err(|e| AllocError::Range {
+        set: 0,
+        source: e.into(),
+    })?;
     let mut pending = requested.to_vec();
     let mut out: Vec<IpConfig> = Vec::with_capacity(sets.len());
     for (idx, set) in sets.iter().enumerate() {
@@ -160,16 +197,15 @@ pub fn allocate(
             .map(|i| pending.remove(i));
         match allocate_in_set(store, set, idx, att, req, &held) {
             Ok(cfg) => out.push(cfg),
-            Err(msg) => {
+            Err(source) => {
                 rollback(store, &out);
-                return Err(AllocError::Range(idx, msg));
+                return Err(AllocError::Range { set: idx, source });
             }
         }
     }
     if !pending.is_empty() {
         rollback(store, &out);
-        let ips: Vec<String> = pending.iter().map(IpAddr::to_string).collect();
-        return Err(AllocError::Leftover(ips.join(" ")));
+        return Err(AllocError::Leftover(pending));
     }
     Ok(out)
 }

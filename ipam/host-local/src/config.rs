@@ -4,8 +4,9 @@
 use crate::ip;
 use crate::range::RawRange;
 use crate::range_set::{RangeSet, RangeSetError};
-use libcni::error::code;
+use libcni::gojson;
 use libcni::types::Route;
+use libcni::version::Version;
 use serde::Deserialize;
 use serde_json::Value;
 use std::net::IpAddr;
@@ -17,7 +18,8 @@ pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
 #[derive(Debug, Clone, PartialEq)]
 pub struct IpamConfig {
     pub store: StoreLocation,
-    pub cni_version: String,
+    /// The config's version (skel's, parsed once).
+    pub version: Version,
     /// Order: `runtimeConfig.ipRanges`, the legacy single range, `ranges`.
     pub ranges: Vec<RangeSet>,
     pub routes: Vec<Route>,
@@ -26,10 +28,12 @@ pub struct IpamConfig {
     pub requested: Vec<IpAddr>,
 }
 
+/// A config host-local refuses; messages are the reference's. Mapped to CNI codes in
+/// [`crate::error`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     #[error("failed to load netconf: {0}")]
-    Decode(String),
+    Decode(#[source] gojson::Error),
     #[error("IPAM config missing 'ipam' key")]
     MissingIpam,
     #[error("{}", .0.msg)]
@@ -44,24 +48,12 @@ pub enum ConfigError {
     TooManyPerFamily(String),
     #[error("range set {0} overlaps with {1}")]
     SetsOverlap(usize, usize),
-    #[error("invalid route in ipam.routes: {0}")]
-    BadRoute(String),
+    #[error("invalid route in ipam.routes: {}", .0.msg)]
+    BadRoute(#[source] libcni::Error),
     #[error("dataDir {0:?} must be an absolute path without '..' components")]
     BadDataDir(String),
     #[error("network name {0:?} cannot name a directory inside dataDir")]
     BadName(String),
-}
-
-impl From<ConfigError> for libcni::Error {
-    fn from(e: ConfigError) -> libcni::Error {
-        match e {
-            ConfigError::Args(e) => e,
-            ConfigError::TooManyPerFamily(_) => {
-                libcni::Error::new(code::UNSUPPORTED_FIELD, e.to_string())
-            }
-            other => libcni::Error::invalid_config(other.to_string()),
-        }
-    }
 }
 
 #[derive(Deserialize)]
@@ -153,16 +145,15 @@ pub fn load_store_location(stdin: &[u8]) -> Result<StoreLocation, ConfigError> {
         #[serde(rename = "dataDir", default)]
         data_dir: Option<String>,
     }
-    let net: Net =
-        libcni::gojson::from_slice(stdin).map_err(|e| ConfigError::Decode(e.to_string()))?;
+    let net: Net = gojson::from_slice(stdin).map_err(ConfigError::Decode)?;
     let ipam = net.ipam.ok_or(ConfigError::MissingIpam)?;
     StoreLocation::new(net.name, ipam.data_dir.as_deref())
 }
 
-/// Parses and validates; `cni_args` is the raw CNI_ARGS string.
-pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, ConfigError> {
-    let net: RawNet =
-        libcni::gojson::from_slice(stdin).map_err(|e| ConfigError::Decode(e.to_string()))?;
+/// Parses and validates; `cni_args` is the raw CNI_ARGS string, `version` the config's
+/// `cniVersion` as skel parsed it.
+pub fn load(stdin: &[u8], cni_args: &str, version: Version) -> Result<IpamConfig, ConfigError> {
+    let net: RawNet = gojson::from_slice(stdin).map_err(ConfigError::Decode)?;
     let ipam = net.ipam.ok_or(ConfigError::MissingIpam)?;
     let requested = requested_ips(cni_args, &net.args, &net.runtime_config)?;
 
@@ -192,9 +183,8 @@ pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, ConfigError> {
         .collect::<Result<Vec<_>, _>>()?;
 
     let v4 = ranges.iter().filter(|s| s.is_ipv4()).count();
-    if (v4 > 1 || ranges.len() - v4 > 1)
-        && !libcni::version::at_least(&net.cni_version, "0.3.0").unwrap_or(false)
-    {
+    if (v4 > 1 || ranges.len() - v4 > 1) && version < Version::V0_3_0 {
+        // The version as written: the reference prints it so.
         return Err(ConfigError::TooManyPerFamily(net.cni_version));
     }
     for (i, a) in ranges.iter().enumerate() {
@@ -207,11 +197,11 @@ pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, ConfigError> {
         .routes
         .unwrap_or_default()
         .iter()
-        .map(|r| Route::parse(r).map_err(|e| ConfigError::BadRoute(e.msg)))
+        .map(|r| Route::parse(r).map_err(ConfigError::BadRoute))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(IpamConfig {
         store: StoreLocation::new(net.name, ipam.data_dir.as_deref())?,
-        cni_version: net.cni_version,
+        version,
         ranges,
         routes,
         resolv_conf: ipam

@@ -14,7 +14,7 @@ pub enum RangeSetError {
     #[error("mixed address families")]
     MixedFamilies,
     #[error("subnets {0} and {1} overlap")]
-    Overlap(String, String),
+    Overlap(Box<Range>, Box<Range>),
     #[error(transparent)]
     Range(#[from] RangeError),
 }
@@ -38,7 +38,10 @@ impl RangeSet {
         }
         for (i, a) in ranges.iter().enumerate() {
             if let Some(b) = ranges[i + 1..].iter().find(|b| a.overlaps(b)) {
-                return Err(RangeSetError::Overlap(a.to_string(), b.to_string()));
+                return Err(RangeSetError::Overlap(
+                    Box::new(a.clone()),
+                    Box::new(b.clone()),
+                ));
             }
         }
         Ok(RangeSet(ranges))
@@ -48,12 +51,9 @@ impl RangeSet {
         &self.0
     }
 
-    /// The range holding `ip`, or the reference's error text.
-    pub fn range_for(&self, ip: IpAddr) -> Result<&Range, String> {
-        self.0
-            .iter()
-            .find(|r| r.contains(ip))
-            .ok_or_else(|| format!("{ip} not in range set {self}"))
+    /// The range holding `ip`.
+    pub fn range_for(&self, ip: IpAddr) -> Option<&Range> {
+        self.0.iter().find(|r| r.contains(ip))
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
@@ -125,8 +125,22 @@ mod tests {
         assert!(set.contains("172.16.1.254".parse().unwrap()));
         assert!(!set.contains("172.16.1.255".parse().unwrap()));
         assert_eq!(
-            set.range_for("192.168.99.99".parse().unwrap()).unwrap_err(),
+            set.to_string(),
+            "192.168.0.1-192.168.0.254,172.16.1.1-172.16.1.254"
+        );
+        let ip = "192.168.99.99".parse().unwrap();
+        assert!(set.range_for(ip).is_none());
+        assert_eq!(
+            crate::allocator::SetError::NotInSet {
+                ip,
+                set: set.clone()
+            }
+            .to_string(),
             "192.168.99.99 not in range set 192.168.0.1-192.168.0.254,172.16.1.1-172.16.1.254"
+        );
+        assert_eq!(
+            set.range_for("172.16.1.9".parse().unwrap()),
+            Some(&set.ranges()[1])
         );
         assert_eq!(set.capacity(), 2 * 253);
         assert!(!set.allocatable("192.168.0.1".parse().unwrap()));

@@ -130,6 +130,7 @@ fn missing_plugin_binary() {
 }
 
 #[test]
+#[allow(unsafe_code)]
 fn delegate_overrides_only_the_command() {
     let d = PluginDir::new("delegate");
     d.plugin(

@@ -35,8 +35,12 @@ pub enum CacheError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("failed to unmarshal cached network {network:?} config: {msg}")]
-    Decode { network: String, msg: String },
+    #[error("failed to unmarshal cached network {network:?} config: {source}")]
+    Decode {
+        network: String,
+        #[source]
+        source: crate::gojson::Error,
+    },
     #[error("read cached network {network:?} config has wrong kind: {kind}")]
     WrongKind { network: String, kind: String },
     #[error("failed to convert cached result to config version {version:?}: {source}")]
@@ -166,10 +170,23 @@ impl Cache {
         network: &str,
         rt: &RuntimeConf,
     ) -> Result<(), CacheError> {
-        let result = match result.to_value(&result.cni_version) {
-            Ok(Value::Object(m)) => m,
-            Ok(_) => Map::new(),
-            Err(e) => return Err(CacheError::Result(e)),
+        let rendered = result
+            .to_value(&result.cni_version)
+            .map_err(CacheError::Result)?;
+        self.add_rendered(&rendered, config, network, rt)
+    }
+
+    /// [`add`](Self::add) for a result already rendered at its own version.
+    pub fn add_rendered(
+        &self,
+        result: &Value,
+        config: &[u8],
+        network: &str,
+        rt: &RuntimeConf,
+    ) -> Result<(), CacheError> {
+        let result = match result {
+            Value::Object(m) => m.clone(),
+            _ => Map::new(),
         };
         let info = CachedInfo {
             kind: KIND_V1.into(),
@@ -256,9 +273,9 @@ impl Cache {
             return Ok(None);
         };
         let info: CachedInfo =
-            crate::gojson::from_slice(&bytes).map_err(|e| CacheError::Decode {
+            crate::gojson::from_slice(&bytes).map_err(|source| CacheError::Decode {
                 network: network.into(),
-                msg: e.to_string(),
+                source,
             })?;
         if info.kind != KIND_V1 {
             return Err(CacheError::WrongKind {

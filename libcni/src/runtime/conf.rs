@@ -20,6 +20,27 @@ pub enum ConfError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A plugin object that does not decode.
+    #[error("error parsing configuration: {0}")]
+    Plugin(#[source] crate::gojson::Error),
+    /// A list that does not decode.
+    #[error("error parsing configuration list: {0}")]
+    List(#[source] crate::gojson::Error),
+    #[error("error parsing configuration list: invalid cniVersions entry: {0}")]
+    CniVersions(#[source] crate::Error),
+    /// Plugin `index` of a list's `plugins`.
+    #[error("failed to parse plugin config {index}: {source}")]
+    PluginInList {
+        index: usize,
+        #[source]
+        source: Box<ConfError>,
+    },
+    #[error("failed to read plugin config files in {}: {source}", dir.display())]
+    PluginDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// Malformed content; the message is Go's text.
     #[error("{0}")]
     Invalid(String),
@@ -35,14 +56,14 @@ pub struct PluginConfig {
 impl PluginConfig {
     /// Go `NetworkPluginConfFromBytes`: any JSON object with a non-empty `type`.
     pub fn from_bytes(bytes: &[u8]) -> Result<PluginConfig, ConfError> {
-        let raw: Map<String, Value> = crate::gojson::from_slice(bytes)
-            .map_err(|e| ConfError::Invalid(format!("error parsing configuration: {e}")))?;
+        let raw: Map<String, Value> =
+            crate::gojson::from_slice(bytes).map_err(ConfError::Plugin)?;
         PluginConfig::from_map(raw)
     }
 
     fn from_map(raw: Map<String, Value>) -> Result<PluginConfig, ConfError> {
-        let network: NetConf = crate::gojson::from_value(Value::Object(raw.clone()))
-            .map_err(|e| ConfError::Invalid(format!("error parsing configuration: {e}")))?;
+        let network: NetConf =
+            crate::gojson::from_value(Value::Object(raw.clone())).map_err(ConfError::Plugin)?;
         if network.plugin_type.is_empty() {
             return Err(ConfError::Invalid(
                 "error parsing configuration: missing 'type'".into(),
@@ -94,7 +115,7 @@ impl NetworkConfigList {
     /// Go `NetworkConfFromBytes`. A list without `plugins` is accepted here (plugins may come
     /// from `<dir>/<name>/*.conf`); [`NetworkConfigList::from_file`] requires at least one.
     pub fn from_bytes(bytes: &[u8]) -> Result<NetworkConfigList, ConfError> {
-        let raw: Map<String, Value> = crate::gojson::from_slice(bytes).map_err(list_err)?;
+        let raw: Map<String, Value> = crate::gojson::from_slice(bytes).map_err(ConfError::List)?;
         let name = match raw.get("name") {
             None => return Err(list_err("no name")),
             Some(Value::String(s)) => s.clone(),
@@ -156,9 +177,11 @@ impl NetworkConfigList {
                     type_name(v)
                 ))),
             };
-            list.plugins.push(parsed.map_err(|e| {
-                ConfError::Invalid(format!("failed to parse plugin config {i}: {e}"))
-            })?);
+            list.plugins
+                .push(parsed.map_err(|e| ConfError::PluginInList {
+                    index: i,
+                    source: Box::new(e),
+                })?);
         }
         Ok(list)
     }
@@ -170,11 +193,9 @@ impl NetworkConfigList {
         let mut list = NetworkConfigList::from_bytes(&bytes)?;
         if !list.load_only_inlined_plugins {
             let dir = path.parent().unwrap_or(Path::new("")).join(&list.name);
-            let files = conf_files(&dir, &[".conf"]).map_err(|e| {
-                ConfError::Invalid(format!(
-                    "failed to read plugin config files in {}: {e}",
-                    dir.display()
-                ))
+            let files = conf_files(&dir, &[".conf"]).map_err(|source| ConfError::PluginDir {
+                dir: dir.clone(),
+                source,
             })?;
             for file in files {
                 list.plugins.push(PluginConfig::from_bytes(&read(&file)?)?);
@@ -218,8 +239,8 @@ fn select_version(cni_version: &str, versions: &Value) -> Result<String, ConfErr
             }
         }
     }
-    let selected = version::select_config_version(cni_version, &list)
-        .map_err(|e| list_err(format!("invalid cniVersions entry: {e}")))?;
+    let selected =
+        version::select_config_version(cni_version, &list).map_err(ConfError::CniVersions)?;
     Ok(if selected.is_empty() {
         cni_version.to_string()
     } else {

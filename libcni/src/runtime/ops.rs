@@ -4,7 +4,7 @@
 
 use super::conf::{NetworkConfigList, PluginConfig};
 use super::error::RuntimeError;
-use super::{CniConfig, RuntimeConf, gojson};
+use super::{CacheError, CniConfig, RuntimeConf, gojson};
 use crate::error::{Error, code};
 use crate::invoke::{exec_plugin, exec_plugin_with_result, find_in_path};
 use crate::skel::{validate_container_id, validate_ifname};
@@ -30,6 +30,17 @@ impl CniConfig {
         list: &NetworkConfigList,
         rt: &RuntimeConf,
     ) -> Result<CniResult, RuntimeError> {
+        self.add_network_list_rendered(list, rt)
+            .map(|(result, _)| result)
+    }
+
+    /// [`add_network_list`](Self::add_network_list), also returning the last result's
+    /// JSON at its own version: rendered once, for the cache and the caller's output.
+    pub fn add_network_list_rendered(
+        &self,
+        list: &NetworkConfigList,
+        rt: &RuntimeConf,
+    ) -> Result<(CniResult, Value), RuntimeError> {
         let mut result: Option<CniResult> = None;
         for plugin in &list.plugins {
             let r = self
@@ -47,13 +58,20 @@ impl CniConfig {
                 list.name
             )))
         })?;
+        let rendered =
+            result
+                .to_value(&result.cni_version)
+                .map_err(|source| RuntimeError::CacheWrite {
+                    network: list.name.clone(),
+                    source: CacheError::Result(source),
+                })?;
         self.cache
-            .add(&result, &list.bytes, &list.name, rt)
+            .add_rendered(&rendered, &list.bytes, &list.name, rt)
             .map_err(|source| RuntimeError::CacheWrite {
                 network: list.name.clone(),
                 source,
             })?;
-        Ok(result)
+        Ok((result, rendered))
     }
 
     fn add_one(

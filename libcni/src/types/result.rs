@@ -149,6 +149,21 @@ impl CniResult {
         Ok(super::to_pretty_json(&self.to_value(version)?))
     }
 
+    /// [`parse`](Self::parse) with the default version typed (skel's `CmdArgs::version`).
+    pub fn parse_at(value: &Value, default_version: Version) -> Result<CniResult, Error> {
+        CniResult::parse(value, &default_version.to_string())
+    }
+
+    /// [`to_value`](Self::to_value) at a typed version.
+    pub fn to_value_at(&self, version: Version) -> Result<Value, Error> {
+        self.to_value(&version.to_string())
+    }
+
+    /// [`to_json`](Self::to_json) at a typed version.
+    pub fn to_json_at(&self, version: Version) -> Result<String, Error> {
+        self.to_json(&version.to_string())
+    }
+
     /// This result converted to `version` (a round trip through that version's shape, so
     /// anything the shape cannot hold is dropped as Go's converters drop it).
     pub fn convert_to(&self, version: &str) -> Result<CniResult, Error> {

@@ -6,6 +6,7 @@
 
 use hostnet::firewall::FirewallError;
 use hostnet::netlink::NetlinkError;
+use hostnet::sysctl::SysctlError;
 use ipnetwork::IpNetwork;
 use libcni::error::code;
 use libcni::netns::NetnsError;
@@ -49,6 +50,12 @@ pub enum BridgeError {
         op: Box<Op>,
         #[source]
         source: io::Error,
+    },
+    #[error("{op}: {source}")]
+    Sysctl {
+        op: Box<Op>,
+        #[source]
+        source: SysctlError,
     },
 
     // Wrappers carrying the reference's prefix for a whole sub-step.
@@ -446,6 +453,7 @@ impl BridgeError {
             }
             BridgeError::Netns { source, .. } => source.errno().map(|e| e as i32),
             BridgeError::Io { source, .. } => source.raw_os_error(),
+            BridgeError::Sysctl { source, .. } => source.errno(),
             BridgeError::Firewall {
                 source: FirewallError::Spawn { source, .. },
                 ..
@@ -510,6 +518,15 @@ impl Source for NetnsError {
 impl Source for FirewallError {
     fn at(self, op: Op) -> BridgeError {
         BridgeError::Firewall {
+            op: Box::new(op),
+            source: self,
+        }
+    }
+}
+
+impl Source for SysctlError {
+    fn at(self, op: Op) -> BridgeError {
+        BridgeError::Sysctl {
             op: Box::new(op),
             source: self,
         }

@@ -8,7 +8,7 @@
 
 use hostnet::firewall::{self, Attachment, Backend, FirewallError, spoofcheck};
 use hostnet::netlink::{Address, IpFamily, Link, Netlink, NetlinkError, Route, RouteSpec};
-use hostnet::sysctl;
+use hostnet::sysctl::{self, SysctlError};
 use ipnetwork::IpNetwork;
 use libcni::invoke::Delegate;
 use libcni::netns::{Netns, NetnsError};
@@ -86,9 +86,9 @@ pub trait Kernel: Sync {
         &self,
         ns: &Sandbox,
         settings: &[Sysctl],
-    ) -> Result<Result<(), (usize, io::Error)>, NetnsError>;
+    ) -> Result<Result<(), (usize, SysctlError)>, NetnsError>;
     /// Writes a sysctl of the host namespace unless it holds `value` already.
-    fn host_sysctl(&self, name: &[&str], value: &str) -> io::Result<()>;
+    fn host_sysctl(&self, name: &[&str], value: &str) -> Result<(), SysctlError>;
 
     fn setup_ipmasq(
         &self,
@@ -198,9 +198,15 @@ impl Kernel for Real {
         &self,
         ns: &Sandbox,
         settings: &[Sysctl],
-    ) -> Result<Result<(), (usize, io::Error)>, NetnsError> {
+    ) -> Result<Result<(), (usize, SysctlError)>, NetnsError> {
         let Some(netns) = ns.netns() else {
-            return Ok(Err((0, io::Error::from_raw_os_error(9)))); // EBADF
+            return Ok(Err((
+                0,
+                SysctlError::Io {
+                    path: "/proc/sys".into(),
+                    source: io::Error::from_raw_os_error(9), // EBADF
+                },
+            )));
         };
         netns.run(|| {
             for (i, s) in settings.iter().enumerate() {
@@ -213,7 +219,7 @@ impl Kernel for Real {
         })
     }
 
-    fn host_sysctl(&self, name: &[&str], value: &str) -> io::Result<()> {
+    fn host_sysctl(&self, name: &[&str], value: &str) -> Result<(), SysctlError> {
         sysctl::ensure_path(&sysctl::path(name)?, value).map(drop)
     }
 

@@ -16,14 +16,14 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
     // Read before touching the node, as the reference does.
     let prev =
         match &conf.prev_result {
-            Some(prev) => Some(CniResult::parse(prev, &args.config_version).map_err(|e| {
+            Some(prev) => Some(CniResult::parse_at(prev, args.version).map_err(|e| {
                 Error::new(e.code, format!("failed to parse prevResult: {}", e.msg))
             })?),
             None => None,
         };
     let addrs = lo::bring_up(&args.netns)?;
     if let Some(mut prev) = prev {
-        prev.cni_version = args.config_version.clone();
+        prev.cni_version = args.version.to_string();
         return Ok(prev);
     }
     Ok(CniResult {

@@ -2,6 +2,8 @@
 //! it for every pod, beside the pod network. A drop-in replacement for the reference Go
 //! plugin: same results, same errors; CNI_IFNAME is ignored (it is always `lo`).
 
+#![forbid(unsafe_code)]
+
 mod add;
 mod lo;
 

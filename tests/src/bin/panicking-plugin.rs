@@ -1,6 +1,8 @@
 //! A test-only CNI plugin whose every verb panics: shows what a runtime gets from skel's
 //! panic hook (no production plugin has a way to panic on purpose).
 
+#![forbid(unsafe_code)]
+
 use libcni::skel::{CmdArgs, Plugin, plugin_main};
 use libcni::{CniResult, Error};
 

@@ -282,8 +282,8 @@ impl DiskStore {
     }
 
     fn forget(&mut self, mut ips: Vec<IpAddr>) {
-        // Sorted, not hashed: a DEL forgets one or two addresses, and hashing each of
-        // the index's entries (60,000 on a busy node) to look them up costs more.
+        // Sorted, not hashed: the few addresses forgotten are looked up by binary search,
+        // so the many index entries are not hashed.
         ips.sort_unstable();
         let before = self.entries.len();
         self.entries.retain(|e| ips.binary_search(&e.ip).is_err());

@@ -119,16 +119,6 @@ impl StoreError {
     }
 }
 
-impl From<StoreError> for libcni::Error {
-    fn from(e: StoreError) -> libcni::Error {
-        let code = match e {
-            StoreError::Busy { .. } => libcni::error::code::TRY_AGAIN_LATER,
-            _ => libcni::error::code::IO_FAILURE,
-        };
-        libcni::Error::new(code, e.to_string())
-    }
-}
-
 /// The allocations of one network. Every method runs with the store locked.
 pub trait Store {
     /// Records `ip` for `att` unless it is taken; `set` is the range-set index whose

@@ -1,11 +1,11 @@
 //! CHECK: the attachment must hold at least one address (like the reference, which
 //! attachment's addresses they are is not compared with prevResult).
 
+use crate::error::HostLocalError;
 use crate::store::{Attachment, Store};
-use libcni::Error;
 use libcni::skel::CmdArgs;
 
-pub fn run(args: &CmdArgs) -> Result<(), Error> {
+pub fn run(args: &CmdArgs) -> Result<(), HostLocalError> {
     let conf = super::load(args)?;
     let att = Attachment::new(&args.container_id, &args.ifname);
     let found = match super::open_store(&conf.store, false)? {
@@ -13,10 +13,9 @@ pub fn run(args: &CmdArgs) -> Result<(), Error> {
         None => false,
     };
     if !found {
-        return Err(Error::internal(format!(
-            "host-local: Failed to find address added by container {}",
-            args.container_id
-        )));
+        return Err(HostLocalError::NotFound {
+            container_id: args.container_id.clone(),
+        });
     }
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! The CNI verbs, one module each; [`HostLocal`] hands them to skel.
+//! The CNI verbs, one module each; [`HostLocal`] hands them to skel. Each verb returns a
+//! [`HostLocalError`]; it becomes a CNI error in one place ([`crate::error`]).
 
 mod add;
 mod check;
@@ -7,6 +8,7 @@ mod gc;
 mod status;
 
 use crate::config::{self, IpamConfig, StoreLocation};
+use crate::error::HostLocalError;
 use crate::store::disk::DiskStore;
 use libcni::Error;
 use libcni::skel::{CmdArgs, Plugin};
@@ -15,15 +17,15 @@ pub struct HostLocal;
 
 impl Plugin for HostLocal {
     fn add(&self, args: &CmdArgs) -> Result<libcni::CniResult, Error> {
-        add::run(args)
+        Ok(add::run(args)?)
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
-        del::run(args)
+        Ok(del::run(args)?)
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), Error> {
-        check::run(args)
+        Ok(check::run(args)?)
     }
 
     fn status(&self, args: &CmdArgs) -> Result<(), Error> {
@@ -35,16 +37,16 @@ impl Plugin for HostLocal {
     }
 }
 
-fn load(args: &CmdArgs) -> Result<IpamConfig, Error> {
-    Ok(config::load(&args.stdin_data, &args.args)?)
+fn load(args: &CmdArgs) -> Result<IpamConfig, HostLocalError> {
+    Ok(config::load(&args.stdin_data, &args.args, args.version)?)
 }
 
 /// DEL and GC validate only where the store is (see [`config::load_store_location`]).
-fn load_store_location(args: &CmdArgs) -> Result<StoreLocation, Error> {
+fn load_store_location(args: &CmdArgs) -> Result<StoreLocation, HostLocalError> {
     Ok(config::load_store_location(&args.stdin_data)?)
 }
 
 /// The network's store, locked; None when it was never created (and `create` is false).
-fn open_store(at: &StoreLocation, create: bool) -> Result<Option<DiskStore>, Error> {
+fn open_store(at: &StoreLocation, create: bool) -> Result<Option<DiskStore>, HostLocalError> {
     Ok(DiskStore::open(&at.data_dir, &at.name, create)?)
 }

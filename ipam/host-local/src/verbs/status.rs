@@ -3,37 +3,35 @@
 //! code 11 when the store lock stays held for a second. Cheap: one read of the index
 //! under the lock.
 
+use crate::error::{HostLocalError, Unavailable};
 use crate::range_set::RangeSet;
 use crate::store::disk::DiskStore;
 use crate::store::{Store, StoreError, lock};
 use libcni::Error;
-use libcni::error::code;
 use libcni::skel::CmdArgs;
 use nix::unistd::{AccessFlags, access};
 
 pub fn run(args: &CmdArgs) -> Result<(), Error> {
+    Ok(check(args)?)
+}
+
+fn check(args: &CmdArgs) -> Result<(), HostLocalError> {
     let conf = super::load(args)?;
-    let unavailable = |msg: String| Error::new(code::PLUGIN_NOT_AVAILABLE, msg);
     // Runtimes poll STATUS: it waits for the lock a second at most, and a lock still held
     // then is "try again later", not "unavailable".
     let at = &conf.store;
     let mut store = DiskStore::open_waiting(&at.data_dir, &at.name, true, lock::status_wait())
         .map_err(|e| match e {
-            StoreError::Busy { .. } => Error::from(e),
-            e => unavailable(format!("store cannot be used: {e}")),
+            e @ StoreError::Busy { .. } => HostLocalError::Store(e),
+            e => Unavailable::Store(e).into(),
         })?
-        .ok_or_else(|| unavailable("store directory vanished".into()))?;
-    access(store.dir(), AccessFlags::W_OK).map_err(|e| {
-        unavailable(format!(
-            "store {} cannot be written: {e}",
-            store.dir().display()
-        ))
+        .ok_or(Unavailable::StoreVanished)?;
+    access(store.dir(), AccessFlags::W_OK).map_err(|source| Unavailable::NotWritable {
+        dir: store.dir().to_path_buf(),
+        source,
     })?;
-    if let Some(set) = exhausted(&mut store, &conf.ranges).map_err(Error::from)? {
-        return Err(unavailable(format!(
-            "no IP addresses available in range set: {}",
-            conf.ranges[set]
-        )));
+    if let Some(set) = exhausted(&mut store, &conf.ranges)? {
+        return Err(Unavailable::Exhausted(conf.ranges[set].clone()).into());
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 use super::{Kernel, Links, Sandbox, Sysctl};
 use hostnet::firewall::{Attachment, Backend, FirewallError};
 use hostnet::netlink::{Address, IpFamily, Link, NetlinkError, Route, RouteSpec};
+use hostnet::sysctl::SysctlError;
 use ipnetwork::IpNetwork;
 use libcni::invoke::Delegate;
 use libcni::netns::NetnsError;
@@ -566,14 +567,14 @@ impl Kernel for Fake {
         &self,
         ns: &Sandbox,
         settings: &[Sysctl],
-    ) -> Result<Result<(), (usize, io::Error)>, NetnsError> {
+    ) -> Result<Result<(), (usize, SysctlError)>, NetnsError> {
         let mut st = self.state();
         for (i, s) in settings.iter().enumerate() {
             let name = s.name.join(".");
             let entry = format!("{}: sysctl {name}={}", ns.name(), s.value);
             if st.fails(&entry) {
                 if s.required {
-                    return Ok(Err((i, io::Error::from_raw_os_error(EPERM))));
+                    return Ok(Err((i, denied(&name))));
                 }
                 continue;
             }
@@ -584,12 +585,12 @@ impl Kernel for Fake {
         Ok(Ok(()))
     }
 
-    fn host_sysctl(&self, name: &[&str], value: &str) -> io::Result<()> {
+    fn host_sysctl(&self, name: &[&str], value: &str) -> Result<(), SysctlError> {
         let mut st = self.state();
         let name = name.join(".");
         let entry = format!("{HOST}: sysctl {name}={value}");
         if st.fails(&entry) {
-            return Err(io::Error::from_raw_os_error(EPERM));
+            return Err(denied(&name));
         }
         st.sysctls
             .insert(format!("{HOST}: {name}"), value.to_string());
@@ -716,5 +717,13 @@ impl Kernel for Fake {
         }
         st.log.push(entry);
         Ok(())
+    }
+}
+
+/// A sysctl write the fake was told to refuse (EPERM).
+fn denied(dotted: &str) -> SysctlError {
+    SysctlError::Io {
+        path: format!("/proc/sys/{}", dotted.replace('.', "/")).into(),
+        source: io::Error::from_raw_os_error(EPERM),
     }
 }
