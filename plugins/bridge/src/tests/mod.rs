@@ -66,7 +66,7 @@ fn node() -> Fake {
 /// A node after a successful ADD of `c1`/`eth0`, its log emptied.
 fn added() -> (Fake, CniResult) {
     let k = node();
-    let result = crate::add::add(&k, &args(&conf())).expect("ADD");
+    let result = crate::add::add(&k, &args(&conf())).expect("ADD").result;
     k.take_log();
     (k, result)
 }
