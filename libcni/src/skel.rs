@@ -32,11 +32,9 @@ pub struct CmdArgs {
     /// Raw CNI_PATH (`:`-separated; see [`crate::invoke::split_cni_path`]).
     pub path: String,
     pub stdin_data: Vec<u8>,
-    /// The config's `cniVersion` as written (empty in the config reads as 0.1.0).
-    /// Prefer [`version`](Self::version), parsed once.
-    pub config_version: String,
     /// The config's `cniVersion`, parsed once by skel (a verb only ever sees a supported
-    /// one: [`version::SUPPORTED`]).
+    /// one: [`version::SUPPORTED`], each printed by `Version` exactly as written; an empty
+    /// or absent `cniVersion` is 0.1.0).
     pub version: Version,
 }
 
@@ -60,7 +58,7 @@ pub trait Plugin {
     /// inside its rollback scope, so the result is still converted only once.
     fn add_json(&self, args: &CmdArgs) -> Result<String, Error> {
         let result = self.add(args)?;
-        self.result_json(&result, &args.config_version)
+        self.result_json(&result, &args.version.to_string())
     }
 }
 
@@ -255,7 +253,6 @@ fn dispatch(
         ifname,
         args: env("CNI_ARGS"),
         path: env("CNI_PATH"),
-        config_version,
         version,
         stdin_data,
     };

@@ -45,7 +45,6 @@ fn args(conf: &str) -> CmdArgs {
         args: String::new(),
         path: "/nonexistent".into(),
         stdin_data: conf.as_bytes().to_vec(),
-        config_version: "1.0.0".into(),
         version: libcni::version::Version(1, 0, 0),
     }
 }
