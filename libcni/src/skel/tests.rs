@@ -433,6 +433,31 @@ fn refuses_the_plugins_own_netns_unless_overridden() {
 }
 
 #[test]
+fn the_verb_gets_the_netns_skel_opened() {
+    for verb in ["ADD", "DEL", "CHECK"] {
+        let p = Recorder::default();
+        // Missing: skel's own-netns check tried it; the verb gets that outcome, not a new one.
+        assert_eq!(call(&p, &full_env(verb), CONF_1_1).status, 0);
+        let (_, args) = &p.calls.borrow()[0];
+        assert!(args.opened_netns.is_opened(), "{verb}");
+        let e = args.open_netns().unwrap_err();
+        assert!(matches!(e, crate::netns::NetnsError::NotExist(_)), "{e:?}");
+    }
+    // Not checked, so not opened before the verb asks.
+    let mut env = full_env("ADD");
+    env.insert("CNI_NETNS_OVERRIDE".into(), "1".into());
+    let p = Recorder::default();
+    assert_eq!(call(&p, &env, CONF_1_1).status, 0);
+    assert!(!p.calls.borrow()[0].1.opened_netns.is_opened());
+    // STATUS and GC never open it.
+    for verb in ["STATUS", "GC"] {
+        let p = Recorder::default();
+        assert_eq!(call(&p, &full_env(verb), CONF_1_1).status, 0, "{verb}");
+        assert!(!p.calls.borrow()[0].1.opened_netns.is_opened(), "{verb}");
+    }
+}
+
+#[test]
 fn add_prints_what_the_plugin_renders() {
     struct OwnShape;
     impl Plugin for OwnShape {

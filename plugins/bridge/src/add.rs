@@ -33,7 +33,7 @@ pub fn add(k: &dyn Kernel, args: &CmdArgs) -> Result<Added, BridgeError> {
         // The reference finds this out only after creating the veth.
         return Err(BridgeError::NoValidIps);
     }
-    let netns = k.open_netns(&args.netns).during(Op::OpenNetns {
+    let netns = k.open_netns(args).during(Op::OpenNetns {
         path: args.netns.clone(),
     })?;
     let host = k.host().during(Op::OpenNetlink)?;

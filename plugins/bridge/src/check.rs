@@ -12,7 +12,7 @@ use libcni::types::{CniResult, Interface};
 
 pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
-    let netns = k.open_netns(&args.netns).during(Op::OpenNetns {
+    let netns = k.open_netns(args).during(Op::OpenNetns {
         path: args.netns.clone(),
     })?;
     if conf.is_layer3() {

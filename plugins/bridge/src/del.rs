@@ -128,7 +128,7 @@ fn delete_container_link(k: &dyn Kernel, args: &CmdArgs) -> Result<ContainerSide
     if args.netns.is_empty() {
         return Ok(ContainerSide::Unreachable);
     }
-    let netns = match k.open_netns(&args.netns) {
+    let netns = match k.open_netns(args) {
         Ok(ns) => ns,
         Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
             libcni::log!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");

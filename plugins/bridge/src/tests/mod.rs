@@ -46,6 +46,7 @@ fn args(conf: &str) -> CmdArgs {
         path: "/nonexistent".into(),
         stdin_data: conf.as_bytes().to_vec(),
         version: libcni::version::Version(1, 0, 0),
+        opened_netns: Default::default(),
     }
 }
 
