@@ -1,7 +1,6 @@
 //! Private network namespaces for the privileged tests of every module.
 
-use std::fs::File;
-
+use libcni::netns::Netns;
 use nix::sched::{CloneFlags, unshare};
 
 /// Runs `f` on a fresh thread inside a new, empty network namespace; tools it
@@ -18,7 +17,7 @@ pub fn in_netns<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     })
 }
 
-/// A new network namespace, kept alive by the returned fd only.
-pub fn new_netns() -> File {
-    in_netns(|| File::open("/proc/thread-self/ns/net").expect("open own netns"))
+/// A new network namespace, kept alive by the returned handle only.
+pub fn new_netns() -> Netns {
+    in_netns(|| Netns::current().expect("open own netns"))
 }

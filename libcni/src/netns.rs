@@ -2,9 +2,14 @@
 //! `ns.IsNSorErr`), run code inside one, and tell whether a path is the
 //! caller's own netns (the skel's "should not be the same" check).
 //!
-//! Namespace switching happens only on a short-lived scoped thread
-//! ([`Netns::run`]): the calling thread never changes namespace, so there is
-//! nothing to restore and no `?` can leave a thread in the wrong netns.
+//! This is the one way into a namespace in the workspace: a path is opened
+//! once ([`Netns::open`]; for CNI_NETNS, once per call through [`OpenOnce`],
+//! shared by skel and the verb), and entered only by [`Netns::run`], on a
+//! short-lived scoped thread: the calling thread never changes namespace, so
+//! there is nothing to restore and no `?` can leave a thread in the wrong
+//! netns. Work bound to a namespace either runs there (sysctls) or creates
+//! something there that keeps the namespace (a netlink socket, see
+//! `hostnet::netlink::Netlink::in_netns`).
 
 use std::fs::File;
 use std::io;
@@ -12,10 +17,16 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use nix::errno::Errno;
 use nix::sched::{CloneFlags, setns};
 use nix::sys::statfs::{NSFS_MAGIC, PROC_SUPER_MAGIC, statfs};
+
+/// [`NetnsError::Io`]'s `op` when [`Netns::run`] could not enter the namespace.
+pub const OP_ENTER: &str = "error switching to ns";
+/// [`NetnsError::Io`]'s `op` when [`Netns::run`] could not start its thread.
+pub const OP_SPAWN: &str = "failed to spawn a thread for ns";
 
 /// Why a netns path could not be used. Messages follow the Go reference
 /// (`containernetworking/plugins/pkg/ns`) so plugin errors match it.
@@ -36,6 +47,28 @@ pub enum NetnsError {
         #[source]
         source: io::Error,
     },
+}
+
+/// The same error again (an [`OpenOnce`] hands its error to every caller). The
+/// `io::Error` is rebuilt from its errno, or from its kind and text.
+impl Clone for NetnsError {
+    fn clone(&self) -> Self {
+        match self {
+            NetnsError::NotExist(path) => NetnsError::NotExist(path.clone()),
+            NetnsError::NotNetns { path, magic } => NetnsError::NotNetns {
+                path: path.clone(),
+                magic: *magic,
+            },
+            NetnsError::Io { op, path, source } => NetnsError::Io {
+                op,
+                path: path.clone(),
+                source: match source.raw_os_error() {
+                    Some(errno) => io::Error::from_raw_os_error(errno),
+                    None => io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+        }
+    }
 }
 
 impl NetnsError {
@@ -103,10 +136,10 @@ impl Netns {
                 .name("netns-run".into())
                 .spawn_scoped(s, || {
                     setns(&self.file, CloneFlags::CLONE_NEWNET)
-                        .map_err(|e| NetnsError::io("error switching to ns", &self.path, e))?;
+                        .map_err(|e| NetnsError::io(OP_ENTER, &self.path, e))?;
                     Ok(f())
                 })
-                .map_err(|e| NetnsError::io("failed to spawn a thread for ns", &self.path, e))?;
+                .map_err(|e| NetnsError::io(OP_SPAWN, &self.path, e))?;
             match worker.join() {
                 Ok(result) => result,
                 Err(panic) => std::panic::resume_unwind(panic),
@@ -124,6 +157,43 @@ impl Netns {
 impl AsFd for Netns {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
+    }
+}
+
+/// A namespace path opened at most once, on first use, and shared by clones: skel opens
+/// CNI_NETNS through it to refuse the plugin's own netns, and the verb gets the same open
+/// file (or the same error) through [`crate::skel::CmdArgs::open_netns`].
+#[derive(Debug, Clone, Default)]
+pub struct OpenOnce(Arc<OnceLock<Opened>>);
+
+/// The path [`OpenOnce`] opened, and how that went.
+type Opened = (String, Result<Arc<Netns>, NetnsError>);
+
+impl OpenOnce {
+    /// The namespace at `path`, opened by the first call; a later call for another path
+    /// opens that one uncached.
+    pub fn open(&self, path: &str) -> Result<Arc<Netns>, NetnsError> {
+        let (opened, result) = self
+            .0
+            .get_or_init(|| (path.to_string(), Netns::open(path).map(Arc::new)));
+        if opened == path {
+            result.clone()
+        } else {
+            Netns::open(path).map(Arc::new)
+        }
+    }
+
+    /// Whether a path was opened (or tried) through this cell or a clone of it.
+    pub fn is_opened(&self) -> bool {
+        self.0.get().is_some()
+    }
+}
+
+/// Always equal: a cache of what its path names, not part of a value's identity (so
+/// `CmdArgs` compares by what the runtime sent).
+impl PartialEq for OpenOnce {
+    fn eq(&self, _: &OpenOnce) -> bool {
+        true
     }
 }
 
@@ -203,6 +273,28 @@ mod tests {
         let ns = Netns::open("/proc/thread-self/ns/net").unwrap();
         assert!(ns.is_current().unwrap());
         assert!(Netns::current().unwrap().is_current().unwrap());
+    }
+
+    #[test]
+    fn open_once_opens_once_and_shares_the_result() {
+        let once = OpenOnce::default();
+        let a = once.open("/proc/thread-self/ns/net").unwrap();
+        let b = once.clone().open("/proc/thread-self/ns/net").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let missing = OpenOnce::default();
+        for _ in 0..2 {
+            let e = missing.open("/nonexistent/cnirs/netns").unwrap_err();
+            assert!(matches!(e, NetnsError::NotExist(_)), "{e:?}");
+        }
+        // Another path is not served from the cache.
+        assert!(once.open("/nonexistent/cnirs/netns").is_err());
+    }
+
+    #[test]
+    fn a_cloned_error_reads_the_same() {
+        let e = NetnsError::io(OP_ENTER, Path::new("/x"), Errno::EINVAL);
+        assert_eq!(e.clone().to_string(), e.to_string());
+        assert_eq!(e.clone().errno(), Some(Errno::EINVAL));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use crate::error::{Error, code};
 use crate::goquote::{quote, quote_list};
+use crate::netns::{Netns, NetnsError};
 use crate::types::CniResult;
 use crate::version::{self, Version};
 use std::io::{Read, Write};
@@ -32,12 +33,21 @@ pub struct CmdArgs {
     /// Raw CNI_PATH (`:`-separated; see [`crate::invoke::split_cni_path`]).
     pub path: String,
     pub stdin_data: Vec<u8>,
-    /// The config's `cniVersion` as written (empty in the config reads as 0.1.0).
-    /// Prefer [`version`](Self::version), parsed once.
-    pub config_version: String,
+    /// CNI_NETNS, opened once for the call (by skel's own-netns check, else by the verb's
+    /// first [`open_netns`](Self::open_netns)).
+    pub opened_netns: crate::netns::OpenOnce,
     /// The config's `cniVersion`, parsed once by skel (a verb only ever sees a supported
-    /// one: [`version::SUPPORTED`]).
+    /// one: [`version::SUPPORTED`], each printed by `Version` exactly as written; an empty
+    /// or absent `cniVersion` is 0.1.0).
     pub version: Version,
+}
+
+impl CmdArgs {
+    /// CNI_NETNS as an open namespace (Go `ns.GetNS`), opened once per call: every caller
+    /// gets the same file, or the same error.
+    pub fn open_netns(&self) -> Result<std::sync::Arc<Netns>, NetnsError> {
+        self.opened_netns.open(&self.netns)
+    }
 }
 
 /// A plugin's verbs. ADD returns its result; skel prints it at the config's version.
@@ -60,7 +70,7 @@ pub trait Plugin {
     /// inside its rollback scope, so the result is still converted only once.
     fn add_json(&self, args: &CmdArgs) -> Result<String, Error> {
         let result = self.add(args)?;
-        self.result_json(&result, &args.config_version)
+        self.result_json(&result, &args.version.to_string())
     }
 }
 
@@ -255,14 +265,14 @@ fn dispatch(
         ifname,
         args: env("CNI_ARGS"),
         path: env("CNI_PATH"),
-        config_version,
         version,
         stdin_data,
+        opened_netns: Default::default(),
     };
     if matches!(verb, Verb::Add | Verb::Del | Verb::Check)
         && !netns_override(&env("CNI_NETNS_OVERRIDE"))
     {
-        refuse_own_netns(&args.netns)?;
+        refuse_own_netns(&args)?;
     }
     match verb {
         Verb::Add => {
@@ -405,8 +415,13 @@ fn netns_override(v: &str) -> bool {
 /// Refuses a CNI_NETNS that is the plugin's own namespace: ADD would configure, and DEL
 /// would delete, interfaces of the host. Checked before the verb runs (Go checks after);
 /// a path that cannot be opened as a netns is left to the plugin (DEL must tolerate it).
-fn refuse_own_netns(netns: &str) -> Result<(), Error> {
-    if !netns.is_empty() && crate::netns::is_current_netns(netns).unwrap_or(false) {
+/// The namespace opened here is the one the verb gets ([`CmdArgs::open_netns`]).
+fn refuse_own_netns(args: &CmdArgs) -> Result<(), Error> {
+    if !args.netns.is_empty()
+        && args
+            .open_netns()
+            .is_ok_and(|ns| ns.is_current().unwrap_or(false))
+    {
         return Err(Error::new(
             code::INVALID_NETNS,
             "plugin's netns and netns from CNI_NETNS should not be the same",

@@ -144,6 +144,15 @@ mod tests {
     }
 
     #[test]
+    fn supported_versions_print_as_written() {
+        // Results carry `CmdArgs::version` printed: it must spell the config's version.
+        for v in SUPPORTED {
+            assert_eq!(Version::parse(v).unwrap().to_string(), *v);
+        }
+        assert_eq!(Version::parse("").unwrap().to_string(), "0.1.0");
+    }
+
+    #[test]
     fn selects_config_version_like_libcni() {
         assert_eq!(
             select_config_version("", &vs(&["1.1.0", "0.4.0", "1.0.0"])).unwrap(),

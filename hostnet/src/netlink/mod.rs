@@ -23,12 +23,12 @@ mod tests;
 #[cfg(test)]
 mod vlan_tests;
 
-use std::os::fd::BorrowedFd;
 use std::pin::Pin;
 use std::sync::{Mutex, OnceLock};
 
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
+use libcni::netns::{self, Netns, NetnsError};
 use rtnetlink::packet_core::{
     NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
@@ -87,29 +87,24 @@ impl Netlink {
         })
     }
 
-    /// A connection inside the network namespace `ns` (an open
-    /// `/proc/<pid>/ns/net` or `/run/netns/<name>` file). The socket is
-    /// created on a helper thread that enters `ns` and then exits; the socket
-    /// stays bound to `ns`.
-    pub fn in_netns(ns: BorrowedFd<'_>) -> Result<Netlink, NetlinkError> {
-        std::thread::scope(|s| {
-            // Builder, not `s.spawn`: that panics when no thread can be made (pids limit).
-            std::thread::Builder::new()
-                .spawn_scoped(s, || {
-                    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
-                        NetlinkError::io("enter network namespace", std::io::Error::from(e))
-                    })?;
-                    Netlink::current()
-                })
-                .map_err(|e| NetlinkError::io("start a thread for the network namespace", e))?
-                .join()
-                .unwrap_or_else(|_| {
-                    Err(NetlinkError::unexpected(
-                        "open netlink socket in network namespace",
-                        "helper thread panicked",
-                    ))
-                })
-        })
+    /// A connection inside the network namespace `ns`. The socket is created
+    /// by [`Netns::run`] (the one way into a namespace: a helper thread that
+    /// enters `ns` and then exits); the socket stays bound to `ns`.
+    pub fn in_netns(ns: &Netns) -> Result<Netlink, NetlinkError> {
+        match ns.run(Netlink::current) {
+            Ok(conn) => conn,
+            Err(NetnsError::Io { op, source, .. }) if op == netns::OP_SPAWN => Err(
+                NetlinkError::io("start a thread for the network namespace", source),
+            ),
+            Err(NetnsError::Io { source, .. }) => {
+                Err(NetlinkError::io("enter network namespace", source))
+            }
+            // Not an error `run` makes (the namespace is already open).
+            Err(e) => Err(NetlinkError::unexpected(
+                "enter network namespace",
+                e.to_string(),
+            )),
+        }
     }
 
     /// Sends one request and collects the inner messages of the answer.

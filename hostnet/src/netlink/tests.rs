@@ -3,13 +3,12 @@
 //! namespace plays the container. Both vanish, with every link in them, when
 //! the test's threads and fds are gone, so cleanup holds on failure too.
 
-use std::fs::File;
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
 use ipnetwork::IpNetwork;
-use nix::sched::CloneFlags;
+use libcni::netns::Netns;
 
 use super::{IpFamily, Netlink, RouteSpec};
 use crate::sysctl;
@@ -25,10 +24,10 @@ fn host_test(name: &str, f: impl FnOnce(&Netlink) + Send) {
 }
 
 /// [`host_test`] plus a second namespace (the container) and a connection into it.
-fn host_ctr_test(name: &str, f: impl FnOnce(&Netlink, &File, &Netlink) + Send) {
+fn host_ctr_test(name: &str, f: impl FnOnce(&Netlink, &Netns, &Netlink) + Send) {
     host_test(name, |host| {
         let ctr_ns = new_netns();
-        let ctr = Netlink::in_netns(ctr_ns.as_fd()).unwrap();
+        let ctr = Netlink::in_netns(&ctr_ns).unwrap();
         f(host, &ctr_ns, &ctr)
     })
 }
@@ -44,7 +43,7 @@ fn ip(s: &str) -> IpAddr {
 const MAC: [u8; 6] = [0x0a, 0x58, 0x0a, 0x01, 0x02, 0x03];
 
 /// Host end `veth0` here, `eth0` in `ctr`; both up. Returns (host idx, ctr idx).
-fn veth_pair_up(host: &Netlink, ctr_ns: &File, ctr: &Netlink) -> (u32, u32) {
+fn veth_pair_up(host: &Netlink, ctr_ns: &Netns, ctr: &Netlink) -> (u32, u32) {
     host.create_veth("veth0", "eth0", Some(1400), Some(MAC), ctr_ns.as_fd())
         .unwrap();
     let h = host.link_by_name("veth0").unwrap().unwrap().index;
@@ -189,7 +188,9 @@ fn peer_netns_id_names_the_peers_namespace() {
                 "hv1",
                 None,
                 None,
-                File::open("/proc/thread-self/ns/net").unwrap().as_fd(),
+                std::fs::File::open("/proc/thread-self/ns/net")
+                    .unwrap()
+                    .as_fd(),
             )
             .unwrap();
             assert_eq!(
@@ -316,12 +317,9 @@ fn ipv6_dad_failure_is_reported() {
     host_ctr_test("ipv6_dad_failure_is_reported", |host, ctr_ns, ctr| {
         let (h, c) = veth_pair_up(host, ctr_ns, ctr);
         // The container side owns the address without DAD; the host's DAD then fails.
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                nix::sched::setns(ctr_ns.as_fd(), CloneFlags::CLONE_NEWNET).unwrap();
-                sysctl::write("net.ipv6.conf.eth0.accept_dad", "0").unwrap();
-            });
-        });
+        ctr_ns
+            .run(|| sysctl::write("net.ipv6.conf.eth0.accept_dad", "0").unwrap())
+            .unwrap();
         ctr.add_address(c, net("fd00:5::1/64")).unwrap();
         // Let the host end's link-local address settle first so DAD can send.
         host.settle_addresses(h, Duration::from_secs(10)).unwrap();

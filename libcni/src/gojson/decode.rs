@@ -60,15 +60,24 @@ impl de::Error for Error {
 /// Decodes `bytes` into `T` with Go's rules (see the module docs). Deep documents are
 /// decoded on a helper thread with a stack sized for their depth.
 pub fn from_slice<T: DeserializeOwned + Send>(bytes: &[u8]) -> Result<T, Error> {
+    with_document(bytes, from_value)?
+}
+
+/// Parses `bytes` once (syntax, depth, repeated keys as Go reads them) and hands the
+/// document to `f`, for a caller that decodes several types from one input (each with
+/// [`from_value`] on a clone). Deep documents are parsed, handed over and dropped on a
+/// helper thread with a stack sized for their depth, so `f` may recurse as deep as the
+/// document; it must not return the document (or a deep part of it) to the caller.
+pub fn with_document<T: Send>(bytes: &[u8], f: impl FnOnce(Value) -> T + Send) -> Result<T, Error> {
     let depth = nesting_depth(bytes)?;
     if depth <= INLINE_DEPTH {
-        return decode(bytes);
+        return parse(bytes).map(f);
     }
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("json-decode".into())
             .stack_size((depth + 64) * STACK_PER_LEVEL)
-            .spawn_scoped(s, || decode(bytes))
+            .spawn_scoped(s, || parse(bytes).map(f))
             .map_err(|e| {
                 de::Error::custom(format!(
                     "cannot start a thread to decode JSON nested {depth} levels: {e}"
@@ -98,14 +107,13 @@ pub fn map_field<'a>(m: &'a Map<String, Value>, name: &str) -> Option<&'a Value>
         .map(|(_, v)| v)
 }
 
-fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+fn parse(bytes: &[u8]) -> Result<Value, Error> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     // Safe: nesting_depth() bounded the depth and the caller sized the stack for it.
     de.disable_recursion_limit();
-    let doc = Doc::deserialize(&mut de)
-        .and_then(|doc| de.end().map(|()| doc))
-        .map_err(de::Error::custom)?;
-    from_value(doc.0)
+    Doc::deserialize(&mut de)
+        .and_then(|doc| de.end().map(|()| doc.0))
+        .map_err(de::Error::custom)
 }
 
 /// The deepest nesting of `bytes`, found without recursion; an error past [`MAX_DEPTH`].

@@ -13,4 +13,6 @@
 mod decode;
 pub mod encode;
 
-pub use decode::{Error, MAX_DEPTH, eq_fold, field, from_slice, from_value, map_field};
+pub use decode::{
+    Error, MAX_DEPTH, eq_fold, field, from_slice, from_value, map_field, with_document,
+};

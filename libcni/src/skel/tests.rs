@@ -110,7 +110,6 @@ fn add_passes_every_variable_and_prints_result_at_config_version() {
     assert_eq!(args.args, "some;extra;args");
     assert_eq!(args.path, "/some/cni/path:/other");
     assert_eq!(crate::invoke::split_cni_path(&args.path).len(), 2);
-    assert_eq!(args.config_version, "0.4.0");
     assert_eq!(args.version, Version(0, 4, 0));
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(v["cniVersion"], "0.4.0");
@@ -431,6 +430,31 @@ fn refuses_the_plugins_own_netns_unless_overridden() {
     let exe = std::env::current_exe().unwrap();
     env.insert("CNI_NETNS".into(), exe.display().to_string());
     assert_eq!(call(&Recorder::default(), &env, CONF_1_1).status, 0);
+}
+
+#[test]
+fn the_verb_gets_the_netns_skel_opened() {
+    for verb in ["ADD", "DEL", "CHECK"] {
+        let p = Recorder::default();
+        // Missing: skel's own-netns check tried it; the verb gets that outcome, not a new one.
+        assert_eq!(call(&p, &full_env(verb), CONF_1_1).status, 0);
+        let (_, args) = &p.calls.borrow()[0];
+        assert!(args.opened_netns.is_opened(), "{verb}");
+        let e = args.open_netns().unwrap_err();
+        assert!(matches!(e, crate::netns::NetnsError::NotExist(_)), "{e:?}");
+    }
+    // Not checked, so not opened before the verb asks.
+    let mut env = full_env("ADD");
+    env.insert("CNI_NETNS_OVERRIDE".into(), "1".into());
+    let p = Recorder::default();
+    assert_eq!(call(&p, &env, CONF_1_1).status, 0);
+    assert!(!p.calls.borrow()[0].1.opened_netns.is_opened());
+    // STATUS and GC never open it.
+    for verb in ["STATUS", "GC"] {
+        let p = Recorder::default();
+        assert_eq!(call(&p, &full_env(verb), CONF_1_1).status, 0, "{verb}");
+        assert!(!p.calls.borrow()[0].1.opened_netns.is_opened(), "{verb}");
+    }
 }
 
 #[test]

@@ -80,34 +80,30 @@ fn contains_ignore_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
-/// Whether each top-level key of a document holds `null` (struct decoding drops nulls).
-#[derive(Deserialize)]
-struct TopLevelNulls(BTreeMap<String, IsNull>);
-
-struct IsNull(bool);
-
-impl<'de> Deserialize<'de> for IsNull {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<IsNull, D::Error> {
-        Ok(IsNull(
-            Option::<serde::de::IgnoredAny>::deserialize(d)?.is_none(),
-        ))
-    }
+fn decoding(e: gojson::Error) -> crate::Error {
+    crate::Error::decoding(format!("failed to load netconf: {e}"))
 }
 
 impl NetConf {
     /// Parses the common fields; the message matches Go skel's decode error.
     pub fn parse(bytes: &[u8]) -> Result<NetConf, crate::Error> {
-        let decoding =
-            |e: gojson::Error| crate::Error::decoding(format!("failed to load netconf: {e}"));
-        let mut conf: NetConf = gojson::from_slice(bytes).map_err(decoding)?;
-        // A second pass sees nulls; skipped when the key cannot be there (a key spelled
-        // with escapes is then read as absent: GC releases nothing, the safe side).
-        if conf.valid_attachments.is_none() && contains_ignore_ascii_case(bytes, b"attachments") {
-            let TopLevelNulls(nulls) = gojson::from_slice(bytes).map_err(decoding)?;
-            conf.valid_attachments_null = nulls
-                .iter()
-                .any(|(k, null)| null.0 && gojson::eq_fold(k, VALID_ATTACHMENTS));
-        }
+        gojson::with_document(bytes, |doc| NetConf::from_document(doc, bytes)).map_err(decoding)?
+    }
+
+    /// [`parse`](Self::parse) for a document already parsed from `bytes` (by
+    /// [`gojson::with_document`]), for a plugin that decodes its own fields from the same
+    /// parse.
+    pub fn from_document(doc: Value, bytes: &[u8]) -> Result<NetConf, crate::Error> {
+        // Struct decoding drops nulls, so they are looked for in the document; only when
+        // the key can be there (a key spelled with escapes is then read as absent: GC
+        // releases nothing, the safe side).
+        let null_attachments = contains_ignore_ascii_case(bytes, b"attachments")
+            && doc.as_object().is_some_and(|top| {
+                top.iter()
+                    .any(|(k, v)| v.is_null() && gojson::eq_fold(k, VALID_ATTACHMENTS))
+            });
+        let mut conf: NetConf = gojson::from_value(doc).map_err(decoding)?;
+        conf.valid_attachments_null = conf.valid_attachments.is_none() && null_attachments;
         Ok(conf)
     }
 

@@ -12,19 +12,28 @@ use crate::rollback::Rollback;
 use hostnet::firewall::names;
 use hostnet::netlink::Link;
 use libcni::skel::CmdArgs;
+use libcni::step;
 use libcni::types::{CniResult, Interface};
-use libcni::{step, version};
+use libcni::version::Version;
 
 /// Attempts at a free random host veth name.
 const VETH_NAME_ATTEMPTS: usize = 10;
 
-pub fn add(k: &dyn Kernel, args: &CmdArgs) -> Result<CniResult, BridgeError> {
+/// What ADD made: the result, and the JSON skel prints for it (rendered once, at the
+/// config's version, before ADD returns: a result that cannot be rendered rolls ADD back).
+#[derive(Debug)]
+pub struct Added {
+    pub result: CniResult,
+    pub json: String,
+}
+
+pub fn add(k: &dyn Kernel, args: &CmdArgs) -> Result<Added, BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
-    if !conf.is_layer3() && !version::at_least(&args.config_version, "0.3.0")? {
+    if !conf.is_layer3() && args.version < Version::V0_3_0 {
         // The reference finds this out only after creating the veth.
         return Err(BridgeError::NoValidIps);
     }
-    let netns = k.open_netns(&args.netns).during(Op::OpenNetns {
+    let netns = k.open_netns(args).during(Op::OpenNetns {
         path: args.netns.clone(),
     })?;
     let host = k.host().during(Op::OpenNetlink)?;
@@ -47,12 +56,13 @@ fn add_attachment(
     host: &dyn Links,
     ctr: &dyn Links,
     rollback: &mut Rollback,
-) -> Result<CniResult, BridgeError> {
+) -> Result<Added, BridgeError> {
     let br = host::ensure_bridge(k, host, conf)?;
     step::point("bridge.bridge-created")?;
     let (host_veth, ctr_veth) = setup_veth(k, args, conf, netns, host, ctr, &br, rollback)?;
     let mut result = CniResult {
-        cni_version: args.config_version.clone(),
+        // Skel admits only the versions it supports, each spelled as `Version` prints it.
+        cni_version: args.version.to_string(),
         interfaces: vec![
             iface(&br.name, br.mac),
             iface(&host_veth.name, host_veth.mac),
@@ -139,10 +149,10 @@ fn add_attachment(
     if let Some(dns) = conf.dns_override() {
         result.dns = dns.clone();
     }
-    // Fail now (and roll back) rather than when skel prints an unconvertible result.
-    result.to_value(&args.config_version)?;
+    // Rendered here, once: an unconvertible result fails (and rolls back) ADD.
+    let json = result.to_json_at(args.version)?;
     step::point("bridge.result-ready")?;
-    Ok(result)
+    Ok(Added { result, json })
 }
 
 /// Creates the veth pair with the container end born in the container, attaches the host

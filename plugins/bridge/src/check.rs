@@ -12,7 +12,7 @@ use libcni::types::{CniResult, Interface};
 
 pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
-    let netns = k.open_netns(&args.netns).during(Op::OpenNetns {
+    let netns = k.open_netns(args).during(Op::OpenNetns {
         path: args.netns.clone(),
     })?;
     if conf.is_layer3() {
@@ -23,7 +23,7 @@ pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
         .prev_result
         .as_ref()
         .ok_or(BridgeError::PrevResultMissing)?;
-    let result = CniResult::parse(prev, &args.config_version)?;
+    let result = CniResult::parse_at(prev, args.version)?;
 
     let br_entry = result.interfaces.iter().find(|i| i.name == conf.bridge);
     let ctr_entry = result

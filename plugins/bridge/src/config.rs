@@ -165,8 +165,12 @@ impl BridgeConf {
     }
 
     fn read(stdin: &[u8], cni_args: &str, m: &mut Mistakes) -> Result<BridgeConf, Error> {
-        let common = CommonConf::parse(stdin)?;
-        let raw = decode_raw(stdin, m)?;
+        // One parse of stdin for the common fields and ours (on a sized thread when deep).
+        let (common, raw) = gojson::with_document(stdin, |doc| {
+            let common = CommonConf::from_document(doc.clone(), stdin)?;
+            Ok::<_, Error>((common, decode_raw(doc, m)?))
+        })
+        .map_err(|e| Error::decoding(format!("failed to load netconf: {e}")))??;
         let vlan = m.tolerate(
             if (0..=4094).contains(&raw.vlan) {
                 Ok(raw.vlan as u16)
@@ -287,13 +291,13 @@ impl BridgeConf {
 /// (and noted) instead of failing the whole document, except `bridge`, which teardown
 /// needs; a dropped `ipMasq` or `macspoofchk` reads as on, so their (name-addressed,
 /// this attachment's only) teardown runs rather than leaking what an earlier ADD made.
-fn decode_raw(stdin: &[u8], m: &mut Mistakes) -> Result<Raw, Error> {
+fn decode_raw(doc: Value, m: &mut Mistakes) -> Result<Raw, Error> {
     let decode_err = |e: gojson::Error| invalid(format!("failed to load netconf: {e}"));
-    let whole = match gojson::from_slice::<Raw>(stdin) {
+    let whole = match gojson::from_value::<Raw>(doc.clone()) {
         Ok(raw) => return Ok(raw),
         Err(e) => decode_err(e),
     };
-    let Ok(fields) = gojson::from_slice::<Map<String, Value>>(stdin) else {
+    let Ok(fields) = gojson::from_value::<Map<String, Value>>(doc) else {
         return Err(whole);
     };
     if !m.tolerate {

@@ -18,6 +18,7 @@ use ipnetwork::IpNetwork;
 use libcni::netns::NetnsError;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
+use libcni::version::Version;
 use libcni::{step, task};
 
 /// What DEL found of the container side.
@@ -33,7 +34,7 @@ enum ContainerSide {
 
 pub fn del(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "DEL")?;
-    let prev = prev_result(&conf, &args.config_version);
+    let prev = prev_result(&conf, args.version);
     let prev_ips: Vec<IpNetwork> = prev
         .iter()
         .flat_map(|r| &r.ips)
@@ -127,7 +128,7 @@ fn delete_container_link(k: &dyn Kernel, args: &CmdArgs) -> Result<ContainerSide
     if args.netns.is_empty() {
         return Ok(ContainerSide::Unreachable);
     }
-    let netns = match k.open_netns(&args.netns) {
+    let netns = match k.open_netns(args) {
         Ok(ns) => ns,
         Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
             libcni::log!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
@@ -252,9 +253,9 @@ fn is_global_unicast(a: &IpNetwork) -> bool {
 }
 
 /// What the runtime recorded for this attachment, if it sent a usable prevResult.
-fn prev_result(conf: &BridgeConf, config_version: &str) -> Option<CniResult> {
+fn prev_result(conf: &BridgeConf, version: Version) -> Option<CniResult> {
     let prev = conf.common.prev_result.as_ref()?;
-    CniResult::parse(prev, config_version)
+    CniResult::parse_at(prev, version)
         .map_err(|e| libcni::log!("bridge: DEL: ignoring unreadable prevResult: {e}"))
         .ok()
 }

@@ -12,19 +12,21 @@ use hostnet::sysctl::{self, SysctlError};
 use ipnetwork::IpNetwork;
 use libcni::invoke::Delegate;
 use libcni::netns::{Netns, NetnsError};
+use libcni::skel::CmdArgs;
 use libcni::types::CniResult;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[cfg(test)]
 pub mod fake;
 
-/// An open network namespace (the container's, or the plugin's own). Holding it keeps
-/// the namespace alive.
+/// An open network namespace (the container's, opened once per call and shared with
+/// skel, or the plugin's own). Holding it keeps the namespace alive.
 #[derive(Debug)]
 pub enum Sandbox {
-    Real(Netns),
+    Real(Arc<Netns>),
     /// The fake's namespaces are names.
     #[cfg(test)]
     Fake(String),
@@ -40,14 +42,12 @@ impl Sandbox {
         }
     }
 
-    /// The namespace file, for the calls that name a namespace by fd.
-    fn fd(&self) -> Result<BorrowedFd<'_>, NetlinkError> {
-        self.netns()
-            .map(AsFd::as_fd)
-            .ok_or_else(|| NetlinkError::Os {
-                op: "use a namespace that is only a name".into(),
-                source: io::Error::from_raw_os_error(9), // EBADF
-            })
+    /// The namespace, for the calls that need a real one.
+    fn real(&self) -> Result<&Netns, NetlinkError> {
+        self.netns().ok_or_else(|| NetlinkError::Os {
+            op: "use a namespace that is only a name".into(),
+            source: io::Error::from_raw_os_error(9), // EBADF
+        })
     }
 
     /// The path it was opened by (the fake's: its name).
@@ -74,8 +74,9 @@ pub struct Sysctl<'a> {
 pub trait Kernel: Sync {
     /// A netlink connection in the plugin's (host) namespace.
     fn host(&self) -> Result<Box<dyn Links>, NetlinkError>;
-    /// The namespace at `path` (Go `GetNS`: it must be a namespace file).
-    fn open_netns(&self, path: &str) -> Result<Sandbox, NetnsError>;
+    /// The call's CNI_NETNS (Go `GetNS`: it must be a namespace file), opened once per
+    /// call ([`CmdArgs::open_netns`]).
+    fn open_netns(&self, args: &CmdArgs) -> Result<Sandbox, NetnsError>;
     /// The plugin's own namespace.
     fn own_netns(&self) -> Result<Sandbox, NetnsError>;
     /// A netlink connection inside `ns`.
@@ -182,16 +183,16 @@ impl Kernel for Real {
         Ok(Box::new(Netlink::current()?))
     }
 
-    fn open_netns(&self, path: &str) -> Result<Sandbox, NetnsError> {
-        Netns::open(path).map(Sandbox::Real)
+    fn open_netns(&self, args: &CmdArgs) -> Result<Sandbox, NetnsError> {
+        args.open_netns().map(Sandbox::Real)
     }
 
     fn own_netns(&self) -> Result<Sandbox, NetnsError> {
-        Netns::current().map(Sandbox::Real)
+        Netns::current().map(|ns| Sandbox::Real(Arc::new(ns)))
     }
 
     fn links_in(&self, ns: &Sandbox) -> Result<Box<dyn Links>, NetlinkError> {
-        Ok(Box::new(Netlink::in_netns(ns.fd()?)?))
+        Ok(Box::new(Netlink::in_netns(ns.real()?)?))
     }
 
     fn sysctls_in(
@@ -304,7 +305,7 @@ impl Links for Netlink {
         peer_mac: Option<[u8; 6]>,
         peer_ns: &Sandbox,
     ) -> Result<(), NetlinkError> {
-        Netlink::create_veth(self, name, peer, mtu, peer_mac, peer_ns.fd()?)
+        Netlink::create_veth(self, name, peer, mtu, peer_mac, peer_ns.real()?.as_fd())
     }
     fn set_up(&self, index: u32) -> Result<(), NetlinkError> {
         Netlink::set_up(self, index)
@@ -354,7 +355,7 @@ impl Links for Netlink {
         Netlink::add_route(self, spec)
     }
     fn netns_id(&self, ns: &Sandbox) -> Result<Option<i32>, NetlinkError> {
-        Netlink::netns_id(self, ns.fd()?)
+        Netlink::netns_id(self, ns.real()?.as_fd())
     }
     fn bridge_vlan_add(
         &self,

@@ -29,7 +29,11 @@ pub struct Bridge;
 
 impl Plugin for Bridge {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        Ok(add::add(&Real, args)?)
+        Ok(add::add(&Real, args)?.result)
+    }
+    /// ADD renders its result inside its rollback scope; skel prints that string.
+    fn add_json(&self, args: &CmdArgs) -> Result<String, Error> {
+        Ok(add::add(&Real, args)?.json)
     }
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
         Ok(del::del(&Real, args)?)

@@ -21,7 +21,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
             })?),
             None => None,
         };
-    let addrs = lo::bring_up(&args.netns)?;
+    let addrs = lo::bring_up(args)?;
     if let Some(mut prev) = prev {
         prev.cni_version = args.version.to_string();
         return Ok(prev);

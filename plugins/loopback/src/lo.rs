@@ -6,9 +6,9 @@ use hostnet::netlink::{Link, Netlink, NetlinkError};
 use ipnetwork::IpNetwork;
 use libcni::Error;
 use libcni::goquote::quote;
-use libcni::netns::{Netns, NetnsError};
+use libcni::netns::NetnsError;
+use libcni::skel::CmdArgs;
 use std::net::IpAddr;
-use std::os::fd::AsFd;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoError {
@@ -37,10 +37,11 @@ pub struct LoAddrs {
     pub v6: Option<IpNetwork>,
 }
 
-/// A netlink connection inside the namespace at `path`, and its `lo`.
-fn open(path: &str) -> Result<(Netlink, Link), LoError> {
-    let netns = Netns::open(path)?;
-    let nl = Netlink::in_netns(netns.as_fd())?;
+/// A netlink connection inside the call's namespace (CNI_NETNS, opened once per call and
+/// shared with skel), and its `lo`.
+fn open(args: &CmdArgs) -> Result<(Netlink, Link), LoError> {
+    let netns = args.open_netns()?;
+    let nl = Netlink::in_netns(&netns)?;
     let link = nl.link_by_name("lo")?.ok_or(LoError::Missing)?;
     Ok((nl, link))
 }
@@ -48,8 +49,8 @@ fn open(path: &str) -> Result<(Netlink, Link), LoError> {
 /// Brings `lo` up and reads its addresses: the kernel gives it 127.0.0.1/8 and ::1/128
 /// (the latter unless IPv6 is disabled) as it comes up. An address that is not a loopback
 /// address is an error, as in the reference (after `lo` is up, as there).
-pub fn bring_up(path: &str) -> Result<LoAddrs, LoError> {
-    let (nl, link) = open(path)?;
+pub fn bring_up(args: &CmdArgs) -> Result<LoAddrs, LoError> {
+    let (nl, link) = open(args)?;
     nl.set_up(link.index)?;
     let addrs: Vec<IpNetwork> = nl
         .addresses(Some(link.index))?
@@ -66,8 +67,8 @@ pub fn bring_up(path: &str) -> Result<LoAddrs, LoError> {
 }
 
 /// CHECK: `lo` must be administratively up.
-pub fn check(path: &str) -> Result<(), LoError> {
-    let (_, link) = open(path)?;
+pub fn check(args: &CmdArgs) -> Result<(), LoError> {
+    let (_, link) = open(args)?;
     if link.admin_up {
         Ok(())
     } else {
@@ -75,8 +76,8 @@ pub fn check(path: &str) -> Result<(), LoError> {
     }
 }
 
-pub fn set_down(path: &str) -> Result<(), LoError> {
-    let (nl, link) = open(path)?;
+pub fn set_down(args: &CmdArgs) -> Result<(), LoError> {
+    let (nl, link) = open(args)?;
     Ok(nl.set_down(link.index)?)
 }
 

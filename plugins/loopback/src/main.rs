@@ -21,7 +21,7 @@ impl Plugin for Loopback {
     }
     /// Fails like the reference when the namespace cannot be opened or `lo` is down.
     fn check(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(lo::check(&args.netns)?)
+        Ok(lo::check(args)?)
     }
     /// Best effort and never an error: `lo` holds nothing that could leak, and a failing
     /// DEL would only keep the runtime from tearing the pod down.
@@ -29,7 +29,7 @@ impl Plugin for Loopback {
         if args.netns.is_empty() {
             return Ok(());
         }
-        if let Err(e) = lo::set_down(&args.netns) {
+        if let Err(e) = lo::set_down(args) {
             libcni::log!("loopback: DEL: leaving lo as it is: {e}");
         }
         Ok(())

@@ -10,6 +10,7 @@ use hostnet::sysctl::SysctlError;
 use ipnetwork::IpNetwork;
 use libcni::invoke::Delegate;
 use libcni::netns::NetnsError;
+use libcni::skel::CmdArgs;
 use libcni::types::CniResult;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -546,7 +547,8 @@ impl Kernel for Fake {
         Ok(self.links(HOST))
     }
 
-    fn open_netns(&self, path: &str) -> Result<Sandbox, NetnsError> {
+    fn open_netns(&self, args: &CmdArgs) -> Result<Sandbox, NetnsError> {
+        let path = args.netns.as_str();
         if self.state().namespaces.contains_key(path) {
             Ok(Sandbox::Fake(path.to_string()))
         } else {

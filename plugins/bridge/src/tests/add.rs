@@ -7,7 +7,7 @@ use super::*;
 #[test]
 fn configures_the_node_in_the_reference_order() {
     let k = node();
-    let result = crate::add::add(&k, &args(&conf())).unwrap();
+    let result = crate::add::add(&k, &args(&conf())).unwrap().result;
     let veth = host_veth(&result);
     assert_in_order(
         &k.take_log(),

@@ -45,8 +45,8 @@ fn args(conf: &str) -> CmdArgs {
         args: String::new(),
         path: "/nonexistent".into(),
         stdin_data: conf.as_bytes().to_vec(),
-        config_version: "1.0.0".into(),
         version: libcni::version::Version(1, 0, 0),
+        opened_netns: Default::default(),
     }
 }
 
@@ -66,7 +66,7 @@ fn node() -> Fake {
 /// A node after a successful ADD of `c1`/`eth0`, its log emptied.
 fn added() -> (Fake, CniResult) {
     let k = node();
-    let result = crate::add::add(&k, &args(&conf())).expect("ADD");
+    let result = crate::add::add(&k, &args(&conf())).expect("ADD").result;
     k.take_log();
     (k, result)
 }
