@@ -89,6 +89,7 @@ if [[ $EUID -eq 0 ]]; then
     # on an operation failure or a leak, never on a figure.
     run_step bench-bridge scripts/bench-bridge.sh 3 20
     run_step timings scripts/timings.sh 3
+    run_step kernel-floor scripts/kernel-floor.sh 3 20
 elif [[ -n ${CI:-} ]]; then
     echo "the demo, runtime and install tests need root" >&2
     status=1
