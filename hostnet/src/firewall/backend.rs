@@ -11,10 +11,10 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// Parse the config value; `None` (absent) means automatic choice.
+    /// Parse the config value; `None` (absent or empty) means automatic choice.
     pub fn from_config(value: Option<&str>) -> Result<Option<Backend>> {
         match value {
-            None => Ok(None),
+            None | Some("") => Ok(None),
             Some("iptables") => Ok(Some(Backend::IpTables)),
             Some("nftables") => Ok(Some(Backend::NfTables)),
             Some(other) => Err(FirewallError::UnknownBackend(other.to_string())),

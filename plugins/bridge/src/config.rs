@@ -193,12 +193,9 @@ impl BridgeConf {
             None,
         )?;
         let ip_masq_backend = m.tolerate(
-            match raw.ip_masq_backend.as_deref() {
-                None | Some("") => Ok(None),
-                Some("iptables") => Ok(Some(Backend::IpTables)),
-                Some("nftables") => Ok(Some(Backend::NfTables)),
-                Some(other) => Err(invalid(format!("unknown ipmasq backend {other:?}"))),
-            },
+            // The message is the Go plugin's, made by the firewall's error type.
+            Backend::from_config(raw.ip_masq_backend.as_deref())
+                .map_err(|e| invalid(e.to_string())),
             None,
         )?;
         let conf = BridgeConf {

@@ -12,6 +12,7 @@ const MASQ_CHAIN: [&str; 4] = ["chain", "inet", "cni_plugins_masquerade", "masq_
 #[test]
 fn backend_config_values() {
     assert_eq!(Backend::from_config(None).unwrap(), None);
+    assert_eq!(Backend::from_config(Some("")).unwrap(), None);
     assert_eq!(
         Backend::from_config(Some("iptables")).unwrap(),
         Some(Backend::IpTables)
