@@ -47,21 +47,33 @@ const BUSY_RETRIES: u32 = 5;
 /// or a clear message when it printed nothing or garbage. The plugin's stderr is
 /// passed through to ours.
 pub fn exec_plugin(plugin: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Result<Vec<u8>, Error> {
-    exec_plugin_waiting(plugin, stdin, env, &mut || {
+    exec(plugin, stdin, env, Tie::Free)
+}
+
+/// Whether the plugin run dies with its caller (delegation: see `tie.rs`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tie {
+    Free,
+    DiesWithCaller,
+}
+
+fn exec(plugin: &Path, stdin: &[u8], env: &[(&str, &str)], tie: Tie) -> Result<Vec<u8>, Error> {
+    exec_plugin_waiting(plugin, stdin, env, tie, &mut || {
         std::thread::sleep(Duration::from_secs(1))
     })
 }
 
-/// [`exec_plugin`], calling `wait_while_busy` before each retry after ETXTBSY.
+/// [`exec`], calling `wait_while_busy` before each retry after ETXTBSY.
 fn exec_plugin_waiting(
     plugin: &Path,
     stdin: &[u8],
     env: &[(&str, &str)],
+    tie: Tie,
     wait_while_busy: &mut dyn FnMut(),
 ) -> Result<Vec<u8>, Error> {
     let mut attempt = 0;
     let output = loop {
-        match run_once(plugin, stdin, env) {
+        match run_once(plugin, stdin, env, tie) {
             Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempt < BUSY_RETRIES => {
                 attempt += 1;
                 wait_while_busy();
@@ -90,13 +102,17 @@ fn run_once(
     plugin: &Path,
     stdin: &[u8],
     env: &[(&str, &str)],
+    tie: Tie,
 ) -> std::io::Result<std::process::Output> {
-    let mut child = Command::new(plugin)
-        .envs(env.iter().copied())
+    let mut cmd = Command::new(plugin);
+    cmd.envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+        .stderr(Stdio::piped());
+    if tie == Tie::DiesWithCaller {
+        tie::die_with_caller(&mut cmd);
+    }
+    let mut child = cmd.spawn()?;
     let mut input = child.stdin.take().expect("stdin is piped");
     // A plugin that exits without reading stdin makes this fail with EPIPE; its exit
     // status then tells what happened.
@@ -135,7 +151,10 @@ pub fn exec_plugin_with_result(
     netconf: &[u8],
     env: &[(&str, &str)],
 ) -> Result<CniResult, Error> {
-    let out = exec_plugin(plugin, netconf, env)?;
+    parse_result(plugin, netconf, exec_plugin(plugin, netconf, env)?)
+}
+
+fn parse_result(plugin: &Path, netconf: &[u8], out: Vec<u8>) -> Result<CniResult, Error> {
     if out.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::decoding(format!(
             "plugin {} printed no result",
@@ -178,14 +197,21 @@ impl Delegate<'_> {
     }
 
     pub fn add(&self) -> Result<CniResult, Error> {
-        exec_plugin_with_result(&self.find()?, self.netconf, &[("CNI_COMMAND", "ADD")])
+        let plugin = self.find()?;
+        parse_result(&plugin, self.netconf, self.exec(&plugin, "ADD")?)
     }
 
     /// Runs a verb that has no result (DEL, CHECK, STATUS, GC).
     pub fn run(&self, command: &str) -> Result<(), Error> {
-        exec_plugin(&self.find()?, self.netconf, &[("CNI_COMMAND", command)]).map(|_| ())
+        self.exec(&self.find()?, command).map(|_| ())
+    }
+
+    fn exec(&self, plugin: &Path, command: &str) -> Result<Vec<u8>, Error> {
+        let env = [("CNI_COMMAND", command)];
+        exec(plugin, self.netconf, &env, Tie::DiesWithCaller)
     }
 }
 
 #[cfg(test)]
 mod tests;
+mod tie;

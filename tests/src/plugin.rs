@@ -106,6 +106,17 @@ impl PluginRun {
         self.finish(host.run(move || cmd.spawn()))
     }
 
+    /// Starts the plugin with `host` as its netns, its stdin written and closed, and
+    /// returns it running (a test that kills it mid-verb).
+    pub fn spawn_in(&self, host: &NamedNetns) -> Child {
+        let mut cmd = self.command_line();
+        let mut child = host
+            .run(move || cmd.spawn())
+            .unwrap_or_else(|e| panic!("starting plugin {}: {e}", self.bin.display()));
+        self.write_stdin(&mut child);
+        child
+    }
+
     fn command_line(&self) -> Command {
         let mut cmd = Command::new(&self.bin);
         cmd.env_clear()
@@ -124,14 +135,7 @@ impl PluginRun {
     fn finish(&self, child: std::io::Result<Child>) -> PluginOutput {
         let mut child =
             child.unwrap_or_else(|e| panic!("starting plugin {}: {e}", self.bin.display()));
-        if let Some(mut stdin) = child.stdin.take() {
-            // A plugin may exit without reading stdin (VERSION): ignore EPIPE.
-            match stdin.write_all(&self.stdin) {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
-                Err(e) => panic!("writing stdin of {}: {e}", self.bin.display()),
-            }
-        }
+        self.write_stdin(&mut child);
         let out = child
             .wait_with_output()
             .unwrap_or_else(|e| panic!("waiting for {}: {e}", self.bin.display()));
@@ -139,6 +143,19 @@ impl PluginRun {
             status: out.status,
             stdout: out.stdout,
             stderr: out.stderr,
+        }
+    }
+}
+
+impl PluginRun {
+    fn write_stdin(&self, child: &mut Child) {
+        if let Some(mut stdin) = child.stdin.take() {
+            // A plugin may exit without reading stdin (VERSION): ignore EPIPE.
+            match stdin.write_all(&self.stdin) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
+                Err(e) => panic!("writing stdin of {}: {e}", self.bin.display()),
+            }
         }
     }
 }

@@ -182,7 +182,7 @@ fn retries_while_the_binary_is_being_written() {
     // The writer finishes only once an exec has failed with "text file busy".
     let mut writer = Some(writer);
     let mut busy = 0;
-    let out = exec_plugin_waiting(&path, b"{}", &[], &mut || {
+    let out = exec_plugin_waiting(&path, b"{}", &[], Tie::Free, &mut || {
         busy += 1;
         drop(writer.take());
     })
