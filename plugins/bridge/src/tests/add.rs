@@ -1,6 +1,6 @@
-//! ADD: the reference's order, and what a failure at each step leaves (nothing) and in
-//! which order it is undone (firewall, veth, then the IP: the link goes before the IP, so
-//! the IP is never in use twice).
+//! ADD: the reference's order (but IPAM, which runs while the links are made), and what a
+//! failure at each step leaves (nothing) and in which order it is undone (firewall, veth,
+//! then the IP: the link goes before the IP, so the IP is never in use twice).
 
 use super::*;
 
@@ -9,8 +9,9 @@ fn configures_the_node_in_the_reference_order() {
     let k = node();
     let result = crate::add::add(&k, &args(&conf())).unwrap().result;
     let veth = host_veth(&result);
+    let log = k.take_log();
     assert_in_order(
-        &k.take_log(),
+        &log,
         &[
             "host: create_bridge cni0",
             "host: set_mac cni0",
@@ -22,7 +23,6 @@ fn configures_the_node_in_the_reference_order() {
             &format!("host: set_up {veth}"),
             &format!("host: sysctl net.ipv6.conf.{veth}.accept_ra=0"),
             "fw: setup spoofcheck c1 eth0",
-            "ipam: ADD",
             &format!("{CTR}: sysctl net.ipv6.conf.eth0.accept_dad=0"),
             &format!("{CTR}: sysctl net.ipv4.conf.eth0.arp_notify=1"),
             &format!("{CTR}: add_address eth0 10.1.0.5/24"),
@@ -34,6 +34,11 @@ fn configures_the_node_in_the_reference_order() {
             "fw: setup ipmasq net c1 eth0",
         ],
     );
+    // IPAM runs while the links are made, and is done before the container's interface
+    // is configured (it runs only once the interface name is found free: see
+    // `an_existing_container_interface_is_refused_before_anything_is_made`).
+    let at = |line: &str| log.iter().position(|l| l.starts_with(line)).unwrap();
+    assert!(at("ipam: ADD") < at(&format!("{CTR}: sysctl")));
     let names: Vec<&str> = result.interfaces.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["cni0", veth.as_str(), "eth0"]);
     assert_eq!(result.interfaces[2].sandbox, CTR);
@@ -48,19 +53,29 @@ fn configures_the_node_in_the_reference_order() {
 }
 
 /// Each ADD step that can fail (by the log line of its call), and what must be undone
-/// after it, in order.
+/// after it, in order. IPAM has run (and is undone) by the time any link step fails.
 const STEPS: &[(&str, &[&str])] = &[
-    ("host: link_by_name cni0", &[]),
-    ("host: create_bridge", &[]),
-    ("host: set_up cni0", &[]),
     ("/run/netns/ctr: link_by_name eth0", &[]),
-    ("host: create_veth", &[]),
-    ("host: set_master", &["host: delete_link veth"]),
-    ("host: set_port_options", &["host: delete_link veth"]),
-    ("host: set_up veth", &["host: delete_link veth"]),
+    ("host: link_by_name cni0", &["ipam: DEL"]),
+    ("host: create_bridge", &["ipam: DEL"]),
+    ("host: set_up cni0", &["ipam: DEL"]),
+    ("host: create_veth", &["ipam: DEL"]),
+    ("host: set_master", &["host: delete_link veth", "ipam: DEL"]),
+    (
+        "host: set_port_options",
+        &["host: delete_link veth", "ipam: DEL"],
+    ),
+    (
+        "host: set_up veth",
+        &["host: delete_link veth", "ipam: DEL"],
+    ),
     (
         "fw: setup spoofcheck",
-        &["fw: teardown spoofcheck", "host: delete_link veth"],
+        &[
+            "fw: teardown spoofcheck",
+            "host: delete_link veth",
+            "ipam: DEL",
+        ],
     ),
     (
         "ipam: ADD",
@@ -168,6 +183,25 @@ fn failures_carry_the_reference_message_and_the_errno() {
     k.fail("ipam: ADD");
     let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
     assert_eq!((e.code, e.msg.as_str()), (11, "fake IPAM ADD failure"));
+}
+
+#[test]
+fn a_link_failure_and_an_ipam_failure_are_both_reported() {
+    let k = node();
+    k.fail("host: create_veth");
+    k.fail("ipam: ADD");
+    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    // The link's error first (the reference's order), with its code.
+    assert_eq!(e.code, 999, "{}", e.msg);
+    assert!(
+        e.msg.starts_with("failed to make veth pair for \"eth0\": ")
+            && e.msg.ends_with("; fake IPAM ADD failure"),
+        "{}",
+        e.msg
+    );
+    // IPAM failed: there is no lease to release.
+    assert!(!k.take_log().iter().any(|l| l.starts_with("ipam: DEL")));
+    assert_clean(&k);
 }
 
 #[test]
