@@ -215,3 +215,5 @@ impl Delegate<'_> {
 #[cfg(test)]
 mod tests;
 mod tie;
+
+pub use tie::die_with_caller;

@@ -10,7 +10,10 @@ use super::error::{FirewallError, Result};
 /// Run `program args...`, feeding `stdin` if given; return stdout on success.
 pub(crate) fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Result<String> {
     let command = display(program, args);
-    let mut child = Command::new(program)
+    let mut cmd = Command::new(program);
+    // A killed plugin must not leave a tool running that adds rules after the runtime's DEL.
+    libcni::invoke::die_with_caller(&mut cmd);
+    let mut child = cmd
         .args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()

@@ -5,6 +5,10 @@
 //! as the bridge's exit begins, before the runtime can see that exit and send DEL; the
 //! store lock, held until the IPAM plugin is gone, orders that DEL after anything it did.
 //!
+//! The firewall tools a plugin runs (`iptables-restore`, `nft`) are tied the same way, so
+//! a killed bridge cannot add rules after the runtime's DEL removed them; each tool's
+//! commit is one atomic transaction, so killing it leaves all or nothing.
+//!
 //! The runtime side (`cnitool`, the list operations) does not tie the plugins it runs: a
 //! plugin left alone by a dying runtime finishes its verb, as the Go runtime's do.
 
@@ -19,7 +23,7 @@ use std::process::Command;
 
 /// Makes `cmd`'s process get SIGKILL when the thread spawning it ends (the caller waits
 /// for it on that thread, so in effect: when the caller dies).
-pub(super) fn die_with_caller(cmd: &mut Command) {
+pub fn die_with_caller(cmd: &mut Command) {
     let caller = nix::unistd::getpid();
     // SAFETY: the hook runs in the forked child before exec, and calls only prctl(2) and
     // getppid(2): async-signal-safe, no allocation, no lock.
@@ -32,5 +36,24 @@ pub(super) fn die_with_caller(cmd: &mut Command) {
             }
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Child, Command};
+
+    #[test]
+    fn the_child_is_killed_when_the_spawning_thread_ends() {
+        let mut child: Child = std::thread::spawn(|| {
+            let mut cmd = Command::new("sleep");
+            cmd.arg("60");
+            super::die_with_caller(&mut cmd);
+            cmd.spawn().unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(child.wait().unwrap().signal(), Some(9));
     }
 }

@@ -11,12 +11,13 @@
 use crate::config::{BridgeConf, mac_string};
 use crate::container;
 use crate::error::{BridgeError, During, Op, Source};
-use crate::gateway::calc_gateways;
+use crate::gateway::{Gateways, calc_gateways};
 use crate::host;
 use crate::kernel::{Kernel, Links, Sandbox};
 use crate::rollback::Rollback;
 use hostnet::firewall::names;
 use hostnet::netlink::Link;
+use ipnetwork::IpNetwork;
 use libcni::skel::CmdArgs;
 use libcni::step;
 use libcni::task::{self, Started};
@@ -81,15 +82,9 @@ fn add_attachment(
         let links = make_links(k, args, conf, netns, host, ctr, rollback);
         (links, ipam_add.map(Started::join))
     });
-    let ipam_result = match ipam_result {
-        Some(Ok(added)) => {
-            rollback.ipam = true;
-            Some(added)
-        }
-        Some(Err(e)) => return Err(BridgeError::all([links.map(drop), Err(e.into())]).unwrap_err()),
-        None => None,
-    };
-    let (br, host_veth, ctr_veth) = links?;
+    let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
+    rollback.ipam = matches!(ipam_result, Ok(Some(_)));
+    let ((br, host_veth, ctr_veth), ipam_result) = BridgeError::both(links, ipam_result)?;
     let mut result = CniResult {
         // Skel admits only the versions it supports, each spelled as `Version` prints it.
         cni_version: args.version.to_string(),
@@ -104,50 +99,44 @@ fn add_attachment(
         ..Default::default()
     };
 
-    let mut pinned_bridge = None;
+    let mut gateways = None;
     if let Some(mut ipam_result) = ipam_result {
         step::point("bridge.ipam-added")?;
         crate::ipam_result::check(&mut ipam_result)?;
         result.ips = ipam_result.ips;
         result.routes = ipam_result.routes;
         result.dns = ipam_result.dns;
-        let gateways = calc_gateways(&mut result, conf)?;
-
-        let has_v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
-        container::set_sysctls(k, netns, &args.ifname, conf.enable_dad, has_v6)?;
-        container::configure_iface(ctr, ctr_veth.index, &args.ifname, &result)?;
-
-        let gw_link = if conf.vlan != 0 && conf.is_gateway {
-            let vlan_if = host::ensure_vlan_interface(k, host, &br, conf)?;
-            result.interfaces.push(iface(&vlan_if.name, vlan_if.mac));
-            vlan_if
-        } else {
-            br.clone()
-        };
-        pinned_bridge = host::ensure_gateways(k, host, &gw_link, &gateways, conf.force_address)?
-            .filter(|link| link.index == br.index);
-
-        if conf.ip_masq {
-            let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
-            rollback.ipmasq = ips.clone();
-            let att = conf.attachment(args);
-            k.setup_ipmasq(conf.ip_masq_backend, &att, &ips)
-                .during(Op::SetUpIpMasq { ips: ips.clone() })?;
-            step::point("bridge.ipmasq-set")?;
-        }
-    } else if !conf.disable_container_interface {
-        ctr.set_up(ctr_veth.index).during(Op::SetUp {
-            name: args.ifname.clone(),
-        })?;
+        gateways = Some(calc_gateways(&mut result, conf)?);
     }
-
-    if !conf.disable_container_interface {
-        host.wait_oper_up(host_veth.index)
-            .map_err(|e| match e.last_state() {
-                Some(_) => BridgeError::PortState { source: e },
-                None => e.at(Op::ReadPortState),
-            })?;
-    }
+    let masq_ips: Vec<_> = match conf.ip_masq {
+        true => result.ips.iter().map(|ip| ip.address).collect(),
+        false => Vec::new(),
+    };
+    rollback.ipmasq = masq_ips.clone();
+    // The masquerade rules go on while the addresses and routes do: neither needs the
+    // other, and the rules' exec is ADD's longest step.
+    let links = Made {
+        br: &br,
+        host_veth: &host_veth,
+        ctr_veth: &ctr_veth,
+    };
+    let (configured, masq) = std::thread::scope(|s| {
+        let masq = (!masq_ips.is_empty())
+            .then(|| task::start(s, || set_up_ipmasq(k, args, conf, &masq_ips)));
+        let configured = configure(
+            k,
+            args,
+            conf,
+            netns,
+            host,
+            ctr,
+            &links,
+            gateways,
+            &mut result,
+        );
+        (configured, masq.map_or(Ok(()), Started::join))
+    });
+    let (pinned_bridge, ()) = BridgeError::both(configured, masq)?;
     // An unpinned bridge MAC follows the lowest port MAC, so it may have changed when our
     // port joined; unless the gateway setup just read and pinned it, read it again.
     let br_now = match pinned_bridge {
@@ -162,6 +151,78 @@ fn add_attachment(
     let json = result.to_json_at(args.version)?;
     step::point("bridge.result-ready")?;
     Ok(Added { result, json })
+}
+
+/// The links ADD made.
+struct Made<'a> {
+    br: &'a Link,
+    host_veth: &'a Link,
+    ctr_veth: &'a Link,
+}
+
+/// With IPAM's addresses in `result` and their `gateways`: the container's sysctls,
+/// addresses and routes, the gateway addresses and forwarding; without, the container end
+/// only goes up. Then waits for the port to forward. Returns the bridge as the gateway
+/// setup pinned it, if it did.
+#[allow(clippy::too_many_arguments)]
+fn configure(
+    k: &dyn Kernel,
+    args: &CmdArgs,
+    conf: &BridgeConf,
+    netns: &Sandbox,
+    host: &dyn Links,
+    ctr: &dyn Links,
+    links: &Made,
+    gateways: Option<Gateways>,
+    result: &mut CniResult,
+) -> Result<Option<Link>, BridgeError> {
+    let Made {
+        br,
+        host_veth,
+        ctr_veth,
+    } = *links;
+    let mut pinned_bridge = None;
+    if let Some(gateways) = gateways {
+        let has_v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
+        container::set_sysctls(k, netns, &args.ifname, conf.enable_dad, has_v6)?;
+        container::configure_iface(ctr, ctr_veth.index, &args.ifname, result)?;
+
+        let gw_link = if conf.vlan != 0 && conf.is_gateway {
+            let vlan_if = host::ensure_vlan_interface(k, host, br, conf)?;
+            result.interfaces.push(iface(&vlan_if.name, vlan_if.mac));
+            vlan_if
+        } else {
+            br.clone()
+        };
+        pinned_bridge = host::ensure_gateways(k, host, &gw_link, &gateways, conf.force_address)?
+            .filter(|link| link.index == br.index);
+    } else if !conf.disable_container_interface {
+        ctr.set_up(ctr_veth.index).during(Op::SetUp {
+            name: args.ifname.clone(),
+        })?;
+    }
+
+    if !conf.disable_container_interface {
+        host.wait_oper_up(host_veth.index)
+            .map_err(|e| match e.last_state() {
+                Some(_) => BridgeError::PortState { source: e },
+                None => e.at(Op::ReadPortState),
+            })?;
+    }
+    Ok(pinned_bridge)
+}
+
+fn set_up_ipmasq(
+    k: &dyn Kernel,
+    args: &CmdArgs,
+    conf: &BridgeConf,
+    ips: &[IpNetwork],
+) -> Result<(), BridgeError> {
+    let att = conf.attachment(args);
+    k.setup_ipmasq(conf.ip_masq_backend, &att, ips)
+        .during(Op::SetUpIpMasq { ips: ips.to_vec() })?;
+    step::point("bridge.ipmasq-set")?;
+    Ok(())
 }
 
 /// The bridge, the veth pair and the spoof check: returns (bridge, host end, container end).

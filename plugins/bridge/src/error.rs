@@ -445,6 +445,14 @@ impl BridgeError {
         }
     }
 
+    /// The values of two steps that ran at once, or every failure (`a`'s first).
+    pub fn both<A, B>(a: Result<A, Self>, b: Result<B, Self>) -> Result<(A, B), Self> {
+        match (a, b) {
+            (Ok(a), Ok(b)) => Ok((a, b)),
+            (a, b) => Err(Self::all([a.map(drop), b.map(drop)]).unwrap_err()),
+        }
+    }
+
     /// The errno of the kernel or system call that failed, if one did.
     pub fn errno(&self) -> Option<i32> {
         match self {

@@ -31,7 +31,6 @@ fn configures_the_node_in_the_reference_order() {
             "host: add_address cni0 10.1.0.1/24",
             "host: sysctl net.ipv4.ip_forward=1",
             "host: set_mac cni0",
-            "fw: setup ipmasq net c1 eth0",
         ],
     );
     // IPAM runs while the links are made, and is done before the container's interface
@@ -39,6 +38,8 @@ fn configures_the_node_in_the_reference_order() {
     // `an_existing_container_interface_is_refused_before_anything_is_made`).
     let at = |line: &str| log.iter().position(|l| l.starts_with(line)).unwrap();
     assert!(at("ipam: ADD") < at(&format!("{CTR}: sysctl")));
+    // The masquerade rules go on while the container's addresses do, once IPAM is done.
+    assert!(at("ipam: ADD") < at("fw: setup ipmasq net c1 eth0"));
     let names: Vec<&str> = result.interfaces.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["cni0", veth.as_str(), "eth0"]);
     assert_eq!(result.interfaces[2].sandbox, CTR);
@@ -53,7 +54,9 @@ fn configures_the_node_in_the_reference_order() {
 }
 
 /// Each ADD step that can fail (by the log line of its call), and what must be undone
-/// after it, in order. IPAM has run (and is undone) by the time any link step fails.
+/// after it, in order. IPAM has run (and is undone) by the time any link step fails; the
+/// masquerade rules have gone on (and are removed) by the time a container or gateway
+/// address step fails.
 const STEPS: &[(&str, &[&str])] = &[
     ("/run/netns/ctr: link_by_name eth0", &[]),
     ("host: link_by_name cni0", &["ipam: DEL"]),
@@ -84,6 +87,7 @@ const STEPS: &[(&str, &[&str])] = &[
     (
         "/run/netns/ctr: add_address",
         &[
+            "fw: teardown ipmasq",
             "fw: teardown spoofcheck",
             "host: delete_link veth",
             "ipam: DEL",
@@ -92,6 +96,7 @@ const STEPS: &[(&str, &[&str])] = &[
     (
         "/run/netns/ctr: set_up eth0",
         &[
+            "fw: teardown ipmasq",
             "fw: teardown spoofcheck",
             "host: delete_link veth",
             "ipam: DEL",
@@ -100,6 +105,7 @@ const STEPS: &[(&str, &[&str])] = &[
     (
         "/run/netns/ctr: add_route",
         &[
+            "fw: teardown ipmasq",
             "fw: teardown spoofcheck",
             "host: delete_link veth",
             "ipam: DEL",
@@ -108,6 +114,7 @@ const STEPS: &[(&str, &[&str])] = &[
     (
         "host: add_address cni0",
         &[
+            "fw: teardown ipmasq",
             "fw: teardown spoofcheck",
             "host: delete_link veth",
             "ipam: DEL",
@@ -116,6 +123,7 @@ const STEPS: &[(&str, &[&str])] = &[
     (
         "host: sysctl net.ipv4.ip_forward",
         &[
+            "fw: teardown ipmasq",
             "fw: teardown spoofcheck",
             "host: delete_link veth",
             "ipam: DEL",
@@ -201,6 +209,25 @@ fn a_link_failure_and_an_ipam_failure_are_both_reported() {
     );
     // IPAM failed: there is no lease to release.
     assert!(!k.take_log().iter().any(|l| l.starts_with("ipam: DEL")));
+    assert_clean(&k);
+}
+
+#[test]
+fn a_container_address_failure_and_a_masquerade_failure_are_both_reported() {
+    let k = node();
+    k.fail("/run/netns/ctr: add_address");
+    k.fail("fw: setup ipmasq");
+    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    let parts: Vec<&str> = e.msg.split("; ").collect();
+    assert_eq!(parts.len(), 2, "{}", e.msg);
+    assert!(parts[0].contains("add_address"), "{}", e.msg);
+    assert!(parts[1].contains("setup ipmasq"), "{}", e.msg);
+    // Its rules may be half made: they are removed by name, as is everything else.
+    assert!(
+        k.take_log()
+            .iter()
+            .any(|l| l.starts_with("fw: teardown ipmasq"))
+    );
     assert_clean(&k);
 }
 
