@@ -3,7 +3,8 @@
 # host-local, ours vs the Go reference (/usr/lib/cni) measured in the same run, in
 # throwaway namespaces. Needs root. Prints one table with the ratio ours/reference:
 #
-#   - ADD, DEL with prevResult: median wall time of one exec (ms)
+#   - ADD, DEL with prevResult: median wall time of one exec (ms), spawned as a runtime
+#     does (scripts/plugin-runs.py)
 #   - CONC concurrent ADDs, then CONC concurrent DELs: wall time (ms, median of 3 rounds)
 #   - the same ADD/DEL with FILL attachments already on the bridge, over the time with
 #     none (x): how an operation grows with the number of pods
@@ -34,6 +35,7 @@ else
 fi
 OURS_DIR=$(cd "$OURS_DIR" && pwd)
 PEAK_RSS=$(pwd)/scripts/peak-rss.py
+RUNS_PY=$(pwd)/scripts/plugin-runs.py
 
 make_work bench-bridge
 HOST_NS=bench-br-h-$$
@@ -58,18 +60,9 @@ cni() {
 }
 
 # seq_runs TAG NETNS: RUNS+1 sequential ADD, DEL-with-prevResult pairs; prints
-# "add_us del_us" for all but the first (a warm-up).
-seq_runs() {
-    local i t0 t1 t2 res
-    for i in $(seq 0 "$RUNS"); do
-        t0=$EPOCHREALTIME
-        res=$(cni ADD "$1-$i" "$2" eth0)
-        t1=$EPOCHREALTIME
-        cni DEL "$1-$i" "$2" eth0 "$res" >/dev/null
-        t2=$EPOCHREALTIME
-        [[ $i == 0 ]] || echo $((${t1/./} - ${t0/./})) $((${t2/./} - ${t1/./}))
-    done
-}
+# "add_us del_us" for all but the first (a warm-up). Timed by scripts/plugin-runs.py: one
+# spawn per run as a runtime does, no shell fork around it.
+seq_runs() { python3 "$RUNS_PY" "$WORK/$IMPL" "$CONF" "$1" "$2" "$RUNS"; }
 
 # conc_round NETNS ROUND: CONC ADDs at once, then their CONC DELs at once; prints
 # "add_wall_us del_wall_us". Any failed run fails the round.
@@ -114,7 +107,7 @@ rss() {
 
 in_host() { # FUNCTION ARGS...: runs it in the host netns with the bench's variables
     ip netns exec "$HOST_NS" env IMPL="$IMPL" CONF="$CONF" WORK="$WORK" RUNS="$RUNS" \
-        FILL="$FILL" CONC="$CONC" PEAK_RSS="$PEAK_RSS" \
+        FILL="$FILL" CONC="$CONC" PEAK_RSS="$PEAK_RSS" RUNS_PY="$RUNS_PY" \
         bash -c "set -euo pipefail; $(declare -f cni seq_runs conc_round fill drain rss); \"\$@\"" _ "$@"
 }
 

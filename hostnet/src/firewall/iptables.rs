@@ -216,7 +216,7 @@ fn read_plan_apply(
             script.push('\n');
         }
         script.push_str("COMMIT\n");
-        match exec::run(family.restore_tool(), &["-w", "--noflush"], Some(&script)) {
+        match exec::run(family.restore_tool(), RESTORE_ARGS, Some(&script)) {
             Err(FirewallError::Failed { .. }) if attempt == 0 => attempt += 1,
             other => return other.map(|_| ()),
         }
@@ -235,13 +235,40 @@ fn unavailable(err: &FirewallError) -> bool {
 /// Install the masquerade rules for `ips` (AppendUnique: nothing is added
 /// twice, rules already there — ours or the Go plugin's — are kept).
 pub fn setup(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<()> {
+    setup_with(network, container_id, ips, None)
+}
+
+/// A restore tool started before the addresses are known (`setup_with` gives it its
+/// script; unused, it is killed when dropped, having read nothing).
+pub struct Prestarted {
+    family: Family,
+    tool: exec::Started,
+}
+
+/// Starts `family`'s restore tool for a coming [`setup_with`]: about a third of its run is
+/// start-up, which then overlaps the caller's other work (IPAM, in the bridge's ADD).
+pub fn prestart(family: Family) -> Result<Prestarted> {
+    Ok(Prestarted {
+        family,
+        tool: exec::start(family.restore_tool(), RESTORE_ARGS, true)?,
+    })
+}
+
+/// [`setup`], feeding the script of `pre`'s family, if given, to that started tool.
+pub fn setup_with(
+    network: &str,
+    container_id: &str,
+    ips: &[IpNetwork],
+    mut pre: Option<Prestarted>,
+) -> Result<()> {
     let chain = iptables_chain(network, container_id);
     let comment = iptables_comment(network, container_id);
     for family in families_of(ips) {
         let wanted = desired_rules(&chain, &comment, ips, family);
+        let tool = pre.take_if(|p| p.family == family).map(|p| p.tool);
         // A new attachment costs one process: `-N` makes the restore fail, atomically and
         // changing nothing, when the chain exists; then we merge with what is there.
-        if create_fresh(family, &chain, &wanted).is_err() {
+        if create_fresh(family, &chain, &wanted, tool).is_err() {
             read_plan_apply(family, false, |table| {
                 let mut lines = Vec::new();
                 if !table.chains.contains(&chain) {
@@ -260,15 +287,28 @@ pub fn setup(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<()>
     Ok(())
 }
 
-/// Creates the chain with all its rules and jumps in one transaction, failing if it exists.
-fn create_fresh(family: Family, chain: &str, rules: &[String]) -> Result<()> {
+/// How every restore runs: waiting for the xtables lock, keeping what is there.
+const RESTORE_ARGS: &[&str] = &["-w", "--noflush"];
+
+/// Creates the chain with all its rules and jumps in one transaction, failing if it exists;
+/// through `tool` when one was started for it.
+fn create_fresh(
+    family: Family,
+    chain: &str,
+    rules: &[String],
+    tool: Option<exec::Started>,
+) -> Result<()> {
     let mut script = format!("*nat\n-N {chain}\n");
     for rule in rules {
         script.push_str(rule);
         script.push('\n');
     }
     script.push_str("COMMIT\n");
-    exec::run(family.restore_tool(), &["-w", "--noflush"], Some(&script)).map(drop)
+    let tool = match tool {
+        Some(tool) => tool,
+        None => exec::start(family.restore_tool(), RESTORE_ARGS, true)?,
+    };
+    tool.finish(Some(&script)).map(drop)
 }
 
 /// Remove the attachment's chain and every POSTROUTING jump to it (current
@@ -308,7 +348,7 @@ fn remove_exactly(family: Family, chain: &str, comment: &str, ips: &[IpNetwork])
         }
     }
     script.push_str(&format!("-F {chain}\n-X {chain}\nCOMMIT\n"));
-    exec::run(family.restore_tool(), &["-w", "--noflush"], Some(&script)).map(drop)
+    exec::run(family.restore_tool(), RESTORE_ARGS, Some(&script)).map(drop)
 }
 
 /// Whether every rule `setup` would install is present.

@@ -45,10 +45,32 @@ pub fn setup_ipmasq(
     att: &Attachment,
     ips: &[IpNetwork],
 ) -> Result<Backend> {
+    setup_ipmasq_with(backend, att, ips, None)
+}
+
+/// For a coming [`setup_ipmasq_with`] while the addresses are not known yet: the IPv4
+/// restore tool started now, when `backend` is (or may be, automatic) iptables. A guess:
+/// an IPv6-only attachment kills it unused. `None` when it could not start.
+pub fn prestart_ipmasq(backend: Option<Backend>) -> Option<iptables::Prestarted> {
+    match backend {
+        Some(Backend::NfTables) => None,
+        Some(Backend::IpTables) | None => iptables::prestart(iptables::Family::V4).ok(),
+    }
+}
+
+/// [`setup_ipmasq`], using `pre` (from [`prestart_ipmasq`]) where it fits.
+pub fn setup_ipmasq_with(
+    backend: Option<Backend>,
+    att: &Attachment,
+    ips: &[IpNetwork],
+    mut pre: Option<iptables::Prestarted>,
+) -> Result<Backend> {
     // Whatever a failed iptables attempt left is removed by teardown, which runs both backends.
     auto(backend, |b| {
         match b {
-            Backend::IpTables => iptables::setup(att.network, att.container_id, ips)?,
+            Backend::IpTables => {
+                iptables::setup_with(att.network, att.container_id, ips, pre.take())?
+            }
             Backend::NfTables => nftables::setup(att.network, att.ifname, att.container_id, ips)?,
         }
         Ok(b)
@@ -66,7 +88,7 @@ pub fn check_ipmasq(backend: Option<Backend>, att: &Attachment, ips: &[IpNetwork
 /// Run `op` with `backend`, or in automatic mode (`None`) as `SetupIPMasqForNetworks`
 /// decides: iptables, unless iptables is unusable and nftables usable. The tools are
 /// probed only when the iptables attempt fails, so a normal ADD or CHECK costs no probe.
-fn auto<T>(backend: Option<Backend>, op: impl Fn(Backend) -> Result<T>) -> Result<T> {
+fn auto<T>(backend: Option<Backend>, mut op: impl FnMut(Backend) -> Result<T>) -> Result<T> {
     match backend {
         Some(b) => op(b),
         None => match op(Backend::IpTables) {

@@ -15,6 +15,7 @@ use crate::gateway::{Gateways, calc_gateways};
 use crate::host;
 use crate::kernel::{Kernel, Links, Sandbox};
 use crate::rollback::Rollback;
+use hostnet::firewall::iptables::Prestarted;
 use hostnet::firewall::names;
 use hostnet::netlink::Link;
 use ipnetwork::IpNetwork;
@@ -75,12 +76,18 @@ fn add_attachment(
         });
     }
     let ipam = conf.is_layer3().then(|| conf.ipam(args));
-    let (links, ipam_result) = std::thread::scope(|s| {
+    let (links, masq_tool, ipam_result) = std::thread::scope(|s| {
         let ipam_add = ipam
             .as_ref()
             .map(|ipam| task::start(s, || k.ipam_add(ipam)));
         let links = make_links(k, args, conf, netns, host, ctr, rollback);
-        (links, ipam_add.map(Started::join))
+        // The masquerade's tool starts up while IPAM finishes (it needs IPAM's addresses).
+        // Started here, on the thread that lives as long as the plugin: the tool dies
+        // with the thread that started it.
+        let masq_tool = (conf.ip_masq && links.is_ok())
+            .then(|| k.prestart_ipmasq(conf.ip_masq_backend))
+            .flatten();
+        (links, masq_tool, ipam_add.map(Started::join))
     });
     let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
     rollback.ipam = matches!(ipam_result, Ok(Some(_)));
@@ -122,7 +129,7 @@ fn add_attachment(
     };
     let (configured, masq) = std::thread::scope(|s| {
         let masq = (!masq_ips.is_empty())
-            .then(|| task::start(s, || set_up_ipmasq(k, args, conf, &masq_ips)));
+            .then(|| task::start(s, || set_up_ipmasq(k, args, conf, &masq_ips, masq_tool)));
         let configured = configure(
             k,
             args,
@@ -217,9 +224,10 @@ fn set_up_ipmasq(
     args: &CmdArgs,
     conf: &BridgeConf,
     ips: &[IpNetwork],
+    tool: Option<Prestarted>,
 ) -> Result<(), BridgeError> {
     let att = conf.attachment(args);
-    k.setup_ipmasq(conf.ip_masq_backend, &att, ips)
+    k.setup_ipmasq(conf.ip_masq_backend, &att, ips, tool)
         .during(Op::SetUpIpMasq { ips: ips.to_vec() })?;
     step::point("bridge.ipmasq-set")?;
     Ok(())

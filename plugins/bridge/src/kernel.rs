@@ -6,6 +6,7 @@
 //! tested without root. The verbs take `&dyn Kernel` (shared by DEL's concurrent steps,
 //! hence `Sync`).
 
+use hostnet::firewall::iptables::Prestarted;
 use hostnet::firewall::{self, Attachment, Backend, FirewallError, spoofcheck};
 use hostnet::netlink::{Address, IpFamily, Link, Netlink, NetlinkError, Route, RouteSpec};
 use hostnet::sysctl::{self, SysctlError};
@@ -91,11 +92,15 @@ pub trait Kernel: Sync {
     /// Writes a sysctl of the host namespace unless it holds `value` already.
     fn host_sysctl(&self, name: &[&str], value: &str) -> Result<(), SysctlError>;
 
+    /// The masquerade's tool started before the addresses are known (`None`: not started;
+    /// [`Kernel::setup_ipmasq`] then starts its own).
+    fn prestart_ipmasq(&self, backend: Option<Backend>) -> Option<Prestarted>;
     fn setup_ipmasq(
         &self,
         backend: Option<Backend>,
         att: &Attachment,
         ips: &[IpNetwork],
+        pre: Option<Prestarted>,
     ) -> Result<(), FirewallError>;
     fn check_ipmasq(
         &self,
@@ -224,13 +229,18 @@ impl Kernel for Real {
         sysctl::ensure_path(&sysctl::path(name)?, value).map(drop)
     }
 
+    fn prestart_ipmasq(&self, backend: Option<Backend>) -> Option<Prestarted> {
+        firewall::prestart_ipmasq(backend)
+    }
+
     fn setup_ipmasq(
         &self,
         backend: Option<Backend>,
         att: &Attachment,
         ips: &[IpNetwork],
+        pre: Option<Prestarted>,
     ) -> Result<(), FirewallError> {
-        firewall::setup_ipmasq(backend, att, ips).map(drop)
+        firewall::setup_ipmasq_with(backend, att, ips, pre).map(drop)
     }
 
     fn check_ipmasq(

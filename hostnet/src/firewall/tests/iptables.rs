@@ -175,3 +175,22 @@ fn iptables_gc_keeps_valid_and_other_networks() {
         assert!(iptables::check("othernet", "stale", &ips(&["10.77.0.3/16"])).unwrap());
     });
 }
+
+#[test]
+fn iptables_setup_through_a_prestarted_tool() {
+    netns_test("iptables_setup_through_a_prestarted_tool", || {
+        let chain = iptables_chain(NET, ID);
+        let pre = iptables::prestart(iptables::Family::V4).unwrap();
+        iptables::setup_with(NET, ID, &ips(&["10.88.0.5/16"]), Some(pre)).unwrap();
+        assert_eq!(nat_rules(false), expected(&chain, false));
+        iptables::teardown(NET, ID, &[]).unwrap();
+
+        // Started for the wrong family: killed unused (having read nothing, it changed
+        // nothing); the IPv6 rules come from a tool of their own.
+        let pre = iptables::prestart(iptables::Family::V4).unwrap();
+        iptables::setup_with(NET, ID, &ips(&["fd00:88::5/64"]), Some(pre)).unwrap();
+        assert!(nat_rules(false).is_empty());
+        assert_eq!(nat_rules(true), expected(&chain, true));
+        iptables::teardown(NET, ID, &[]).unwrap();
+    });
+}

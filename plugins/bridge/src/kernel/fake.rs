@@ -4,6 +4,7 @@
 //! and any call can be made to fail ([`Fake::fail`]) by a prefix of its log line.
 
 use super::{Kernel, Links, Sandbox, Sysctl};
+use hostnet::firewall::iptables::Prestarted;
 use hostnet::firewall::{Attachment, Backend, FirewallError};
 use hostnet::netlink::{Address, IpFamily, Link, NetlinkError, Route, RouteSpec};
 use hostnet::sysctl::SysctlError;
@@ -600,11 +601,16 @@ impl Kernel for Fake {
         Ok(())
     }
 
+    fn prestart_ipmasq(&self, _backend: Option<Backend>) -> Option<Prestarted> {
+        None
+    }
+
     fn setup_ipmasq(
         &self,
         _backend: Option<Backend>,
         att: &Attachment,
         _ips: &[IpNetwork],
+        _pre: Option<Prestarted>,
     ) -> Result<(), FirewallError> {
         let rule = ipmasq_rule(att);
         self.firewall(format!("setup {rule}"), |rules| {
