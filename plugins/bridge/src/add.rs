@@ -2,11 +2,14 @@
 //! addresses and routes, gateway addresses, forwarding, masquerade, port-state wait.
 //! Everything done for this attachment is undone if a later step fails.
 //!
-//! One departure from that order, for speed: IPAM runs while the links are made (neither
-//! needs the other; `BENCHMARKS.md`). It starts only after the check that the container
-//! has no interface of that name (an ADD repeated for a living attachment must not touch
-//! its address), and its plugin dies with ours (`libcni::invoke`). A failure on either
-//! side undoes both; both failures are reported.
+//! Two departures from that order, for speed (`BENCHMARKS.md`), each of independent steps:
+//! IPAM runs while the links are made, and the masquerade rules go on while the container's
+//! addresses, routes and gateways do (their `iptables-restore` is started while IPAM
+//! finishes, and given its script once the addresses are known). IPAM starts only after
+//! the check that the container has no interface of that name (an ADD repeated for a
+//! living attachment must not touch its address). Every child process dies with ours
+//! (`libcni::invoke::die_with_caller`). A failure on either side undoes both; both
+//! failures are reported.
 
 use crate::config::{BridgeConf, mac_string};
 use crate::container;
@@ -48,7 +51,15 @@ pub fn add(k: &dyn Kernel, args: &CmdArgs) -> Result<Added, BridgeError> {
     let host = k.host().during(Op::OpenNetlink)?;
     let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
     let mut rollback = Rollback::default();
-    match add_attachment(k, args, &conf, &netns, &*host, &*ctr, &mut rollback) {
+    let attach = Attach {
+        k,
+        args,
+        conf: &conf,
+        netns: &netns,
+        host: &*host,
+        ctr: &*ctr,
+    };
+    match attach.run(&mut rollback) {
         Ok(result) => Ok(result),
         Err(e) => {
             rollback.run(k, &*host, &conf, args);
@@ -57,166 +68,247 @@ pub fn add(k: &dyn Kernel, args: &CmdArgs) -> Result<Added, BridgeError> {
     }
 }
 
-fn add_attachment(
-    k: &dyn Kernel,
-    args: &CmdArgs,
-    conf: &BridgeConf,
-    netns: &Sandbox,
-    host: &dyn Links,
-    ctr: &dyn Links,
-    rollback: &mut Rollback,
-) -> Result<Added, BridgeError> {
-    if ctr
-        .link_by_name(&args.ifname)
-        .during(Op::LookUpContainerIface)?
-        .is_some()
-    {
-        return Err(BridgeError::ContainerIfaceExists {
-            ifname: args.ifname.clone(),
-        });
-    }
-    let ipam = conf.is_layer3().then(|| conf.ipam(args));
-    let (links, masq_tool, ipam_result) = std::thread::scope(|s| {
-        let ipam_add = ipam
-            .as_ref()
-            .map(|ipam| task::start(s, || k.ipam_add(ipam)));
-        let links = make_links(k, args, conf, netns, host, ctr, rollback);
-        // The masquerade's tool starts up while IPAM finishes (it needs IPAM's addresses).
-        // Started here, on the thread that lives as long as the plugin: the tool dies
-        // with the thread that started it.
-        let masq_tool = (conf.ip_masq && links.is_ok())
-            .then(|| k.prestart_ipmasq(conf.ip_masq_backend))
-            .flatten();
-        (links, masq_tool, ipam_add.map(Started::join))
-    });
-    let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
-    rollback.ipam = matches!(ipam_result, Ok(Some(_)));
-    let ((br, host_veth, ctr_veth), ipam_result) = BridgeError::both(links, ipam_result)?;
-    let mut result = CniResult {
-        // Skel admits only the versions it supports, each spelled as `Version` prints it.
-        cni_version: args.version.to_string(),
-        interfaces: vec![
-            iface(&br.name, br.mac),
-            iface(&host_veth.name, host_veth.mac),
-            Interface {
-                sandbox: args.netns.clone(),
-                ..iface(&ctr_veth.name, ctr_veth.mac)
-            },
-        ],
-        ..Default::default()
-    };
+/// One ADD: the call, its config, and the node as it sees it.
+struct Attach<'a> {
+    k: &'a dyn Kernel,
+    args: &'a CmdArgs,
+    conf: &'a BridgeConf,
+    netns: &'a Sandbox,
+    host: &'a dyn Links,
+    ctr: &'a dyn Links,
+}
 
-    let mut gateways = None;
-    if let Some(mut ipam_result) = ipam_result {
-        step::point("bridge.ipam-added")?;
-        crate::ipam_result::check(&mut ipam_result)?;
-        result.ips = ipam_result.ips;
-        result.routes = ipam_result.routes;
-        result.dns = ipam_result.dns;
-        gateways = Some(calc_gateways(&mut result, conf)?);
+impl Attach<'_> {
+    fn run(&self, rollback: &mut Rollback) -> Result<Added, BridgeError> {
+        let Attach {
+            k,
+            args,
+            conf,
+            host,
+            ctr,
+            ..
+        } = *self;
+        if ctr
+            .link_by_name(&args.ifname)
+            .during(Op::LookUpContainerIface)?
+            .is_some()
+        {
+            return Err(BridgeError::ContainerIfaceExists {
+                ifname: args.ifname.clone(),
+            });
+        }
+        let ipam = conf.is_layer3().then(|| conf.ipam(args));
+        let (links, masq_tool, ipam_result) = std::thread::scope(|s| {
+            let ipam_add = ipam
+                .as_ref()
+                .map(|ipam| task::start(s, || k.ipam_add(ipam)));
+            let links = self.make_links(rollback);
+            // The masquerade's tool starts up while IPAM finishes (it needs IPAM's addresses).
+            // Started here, on the thread that lives as long as the plugin: the tool dies
+            // with the thread that started it.
+            let masq_tool = (conf.ip_masq && links.is_ok())
+                .then(|| k.prestart_ipmasq(conf.ip_masq_backend))
+                .flatten();
+            (links, masq_tool, ipam_add.map(Started::join))
+        });
+        let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
+        rollback.ipam = matches!(ipam_result, Ok(Some(_)));
+        let ((br, host_veth, ctr_veth), ipam_result) = BridgeError::both(links, ipam_result)?;
+        let mut result = CniResult {
+            // Skel admits only the versions it supports, each spelled as `Version` prints it.
+            cni_version: args.version.to_string(),
+            interfaces: vec![
+                iface(&br.name, br.mac),
+                iface(&host_veth.name, host_veth.mac),
+                Interface {
+                    sandbox: args.netns.clone(),
+                    ..iface(&ctr_veth.name, ctr_veth.mac)
+                },
+            ],
+            ..Default::default()
+        };
+
+        let mut gateways = None;
+        if let Some(mut ipam_result) = ipam_result {
+            step::point("bridge.ipam-added")?;
+            crate::ipam_result::check(&mut ipam_result)?;
+            result.ips = ipam_result.ips;
+            result.routes = ipam_result.routes;
+            result.dns = ipam_result.dns;
+            gateways = Some(calc_gateways(&mut result, conf)?);
+        }
+        let masq_ips: Vec<_> = match conf.ip_masq {
+            true => result.ips.iter().map(|ip| ip.address).collect(),
+            false => Vec::new(),
+        };
+        rollback.ipmasq = masq_ips.clone();
+        // The masquerade rules go on while the addresses and routes do: neither needs the
+        // other, and the rules' exec is ADD's longest step.
+        let (configured, masq) = std::thread::scope(|s| {
+            let masq = (!masq_ips.is_empty())
+                .then(|| task::start(s, || set_up_ipmasq(k, args, conf, &masq_ips, masq_tool)));
+            let configured = self.configure(&br, &host_veth, &ctr_veth, gateways, &mut result);
+            (configured, masq.map_or(Ok(()), Started::join))
+        });
+        let (pinned_bridge, ()) = BridgeError::both(configured, masq)?;
+        // An unpinned bridge MAC follows the lowest port MAC, so it may have changed when our
+        // port joined; unless the gateway setup just read and pinned it, read it again.
+        let br_now = match pinned_bridge {
+            Some(link) => link,
+            None => host::bridge_by_name(host, &conf.bridge)?,
+        };
+        result.interfaces[0].mac = mac_string(br_now.mac);
+        if let Some(dns) = conf.dns_override() {
+            result.dns = dns.clone();
+        }
+        // Rendered here, once: an unconvertible result fails (and rolls back) ADD.
+        let json = result.to_json_at(args.version)?;
+        step::point("bridge.result-ready")?;
+        Ok(Added { result, json })
     }
-    let masq_ips: Vec<_> = match conf.ip_masq {
-        true => result.ips.iter().map(|ip| ip.address).collect(),
-        false => Vec::new(),
-    };
-    rollback.ipmasq = masq_ips.clone();
-    // The masquerade rules go on while the addresses and routes do: neither needs the
-    // other, and the rules' exec is ADD's longest step.
-    let links = Made {
-        br: &br,
-        host_veth: &host_veth,
-        ctr_veth: &ctr_veth,
-    };
-    let (configured, masq) = std::thread::scope(|s| {
-        let masq = (!masq_ips.is_empty())
-            .then(|| task::start(s, || set_up_ipmasq(k, args, conf, &masq_ips, masq_tool)));
-        let configured = configure(
+
+    /// With IPAM's addresses in `result` and their `gateways`: the container's sysctls,
+    /// addresses and routes, the gateway addresses and forwarding; without, the container end
+    /// only goes up. Then waits for the port to forward. Returns the bridge as the gateway
+    /// setup pinned it, if it did.
+    fn configure(
+        &self,
+        br: &Link,
+        host_veth: &Link,
+        ctr_veth: &Link,
+        gateways: Option<Gateways>,
+        result: &mut CniResult,
+    ) -> Result<Option<Link>, BridgeError> {
+        let Attach {
             k,
             args,
             conf,
             netns,
             host,
             ctr,
-            &links,
-            gateways,
-            &mut result,
-        );
-        (configured, masq.map_or(Ok(()), Started::join))
-    });
-    let (pinned_bridge, ()) = BridgeError::both(configured, masq)?;
-    // An unpinned bridge MAC follows the lowest port MAC, so it may have changed when our
-    // port joined; unless the gateway setup just read and pinned it, read it again.
-    let br_now = match pinned_bridge {
-        Some(link) => link,
-        None => host::bridge_by_name(host, &conf.bridge)?,
-    };
-    result.interfaces[0].mac = mac_string(br_now.mac);
-    if let Some(dns) = conf.dns_override() {
-        result.dns = dns.clone();
-    }
-    // Rendered here, once: an unconvertible result fails (and rolls back) ADD.
-    let json = result.to_json_at(args.version)?;
-    step::point("bridge.result-ready")?;
-    Ok(Added { result, json })
-}
+        } = *self;
+        let mut pinned_bridge = None;
+        if let Some(gateways) = gateways {
+            let has_v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
+            container::set_sysctls(k, netns, &args.ifname, conf.enable_dad, has_v6)?;
+            container::configure_iface(ctr, ctr_veth.index, &args.ifname, result)?;
 
-/// The links ADD made.
-struct Made<'a> {
-    br: &'a Link,
-    host_veth: &'a Link,
-    ctr_veth: &'a Link,
-}
-
-/// With IPAM's addresses in `result` and their `gateways`: the container's sysctls,
-/// addresses and routes, the gateway addresses and forwarding; without, the container end
-/// only goes up. Then waits for the port to forward. Returns the bridge as the gateway
-/// setup pinned it, if it did.
-#[allow(clippy::too_many_arguments)]
-fn configure(
-    k: &dyn Kernel,
-    args: &CmdArgs,
-    conf: &BridgeConf,
-    netns: &Sandbox,
-    host: &dyn Links,
-    ctr: &dyn Links,
-    links: &Made,
-    gateways: Option<Gateways>,
-    result: &mut CniResult,
-) -> Result<Option<Link>, BridgeError> {
-    let Made {
-        br,
-        host_veth,
-        ctr_veth,
-    } = *links;
-    let mut pinned_bridge = None;
-    if let Some(gateways) = gateways {
-        let has_v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
-        container::set_sysctls(k, netns, &args.ifname, conf.enable_dad, has_v6)?;
-        container::configure_iface(ctr, ctr_veth.index, &args.ifname, result)?;
-
-        let gw_link = if conf.vlan != 0 && conf.is_gateway {
-            let vlan_if = host::ensure_vlan_interface(k, host, br, conf)?;
-            result.interfaces.push(iface(&vlan_if.name, vlan_if.mac));
-            vlan_if
-        } else {
-            br.clone()
-        };
-        pinned_bridge = host::ensure_gateways(k, host, &gw_link, &gateways, conf.force_address)?
-            .filter(|link| link.index == br.index);
-    } else if !conf.disable_container_interface {
-        ctr.set_up(ctr_veth.index).during(Op::SetUp {
-            name: args.ifname.clone(),
-        })?;
-    }
-
-    if !conf.disable_container_interface {
-        host.wait_oper_up(host_veth.index)
-            .map_err(|e| match e.last_state() {
-                Some(_) => BridgeError::PortState { source: e },
-                None => e.at(Op::ReadPortState),
+            let gw_link = if conf.vlan != 0 && conf.is_gateway {
+                let vlan_if = host::ensure_vlan_interface(k, host, br, conf)?;
+                result.interfaces.push(iface(&vlan_if.name, vlan_if.mac));
+                vlan_if
+            } else {
+                br.clone()
+            };
+            pinned_bridge =
+                host::ensure_gateways(k, host, &gw_link, &gateways, conf.force_address)?
+                    .filter(|link| link.index == br.index);
+        } else if !conf.disable_container_interface {
+            ctr.set_up(ctr_veth.index).during(Op::SetUp {
+                name: args.ifname.clone(),
             })?;
+        }
+
+        if !conf.disable_container_interface {
+            host.wait_oper_up(host_veth.index)
+                .map_err(|e| match e.last_state() {
+                    Some(_) => BridgeError::PortState { source: e },
+                    None => e.at(Op::ReadPortState),
+                })?;
+        }
+        Ok(pinned_bridge)
     }
-    Ok(pinned_bridge)
+
+    /// The bridge, the veth pair and the spoof check: returns (bridge, host end, container end).
+    fn make_links(&self, rollback: &mut Rollback) -> Result<(Link, Link, Link), BridgeError> {
+        let Attach {
+            k,
+            args,
+            conf,
+            host,
+            ..
+        } = *self;
+        let br = host::ensure_bridge(k, host, conf)?;
+        step::point("bridge.bridge-created")?;
+        let (host_veth, ctr_veth) = self.setup_veth(&br, rollback)?;
+        if conf.macspoofchk {
+            rollback.spoofcheck = true;
+            k.setup_spoofcheck(
+                &args.container_id,
+                &args.ifname,
+                &host_veth.name,
+                &mac_string(ctr_veth.mac),
+            )
+            .during(Op::SetUpSpoofCheck {
+                veth: host_veth.name.clone(),
+                chain: names::spoofcheck_iface_chain(&names::spoofcheck_ref(
+                    &args.container_id,
+                    &args.ifname,
+                )),
+            })?;
+            step::point("bridge.spoofcheck-set")?;
+        }
+        Ok((br, host_veth, ctr_veth))
+    }
+
+    /// Creates the veth pair with the container end born in the container, attaches the host
+    /// end to the bridge with the port options, and returns (host end, container end).
+    fn setup_veth(&self, br: &Link, rollback: &mut Rollback) -> Result<(Link, Link), BridgeError> {
+        let Attach {
+            k,
+            args,
+            conf,
+            netns,
+            host,
+            ctr,
+        } = *self;
+        let mut host_name = host::random_veth_name()?;
+        let mut attempt = 1;
+        loop {
+            match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns) {
+                Ok(()) => {
+                    rollback.host_veth = Some(host_name.clone());
+                    step::point("bridge.veth-created")?;
+                    break;
+                }
+                Err(e) if e.is_exists() && attempt < VETH_NAME_ATTEMPTS => {
+                    attempt += 1;
+                    host_name = host::random_veth_name()?;
+                }
+                Err(e) => {
+                    return Err(e.at(Op::MakeVeth {
+                        ifname: args.ifname.clone(),
+                    }));
+                }
+            }
+        }
+        let host_veth = host::link_named(host, &host_name, "failed to lookup")?;
+        let ctr_veth = host::link_named(ctr, &args.ifname, "failed to lookup")?;
+
+        host.set_master(host_veth.index, br.index)
+            .during(Op::Connect {
+                port: host_name.clone(),
+                bridge: br.name.clone(),
+            })?;
+        host.set_port_options(
+            host_veth.index,
+            Some(conf.hairpin_mode),
+            conf.port_isolation.then_some(true),
+        )
+        .during(Op::SetPortOptions {
+            port: host_name.clone(),
+        })?;
+        crate::vlan::configure_port(host, host_veth.index, conf).during(Op::SetVlanTag {
+            port: host_name.clone(),
+        })?;
+        host.set_up(host_veth.index).during(Op::SetUp {
+            name: host_name.clone(),
+        })?;
+        step::point("bridge.port-options-set")?;
+        // We own the routes of the host end too.
+        let _ = k.host_sysctl(&["net", "ipv6", "conf", &host_name, "accept_ra"], "0");
+        Ok((host_veth, ctr_veth))
+    }
 }
 
 fn set_up_ipmasq(
@@ -231,100 +323,6 @@ fn set_up_ipmasq(
         .during(Op::SetUpIpMasq { ips: ips.to_vec() })?;
     step::point("bridge.ipmasq-set")?;
     Ok(())
-}
-
-/// The bridge, the veth pair and the spoof check: returns (bridge, host end, container end).
-fn make_links(
-    k: &dyn Kernel,
-    args: &CmdArgs,
-    conf: &BridgeConf,
-    netns: &Sandbox,
-    host: &dyn Links,
-    ctr: &dyn Links,
-    rollback: &mut Rollback,
-) -> Result<(Link, Link, Link), BridgeError> {
-    let br = host::ensure_bridge(k, host, conf)?;
-    step::point("bridge.bridge-created")?;
-    let (host_veth, ctr_veth) = setup_veth(k, args, conf, netns, host, ctr, &br, rollback)?;
-    if conf.macspoofchk {
-        rollback.spoofcheck = true;
-        k.setup_spoofcheck(
-            &args.container_id,
-            &args.ifname,
-            &host_veth.name,
-            &mac_string(ctr_veth.mac),
-        )
-        .during(Op::SetUpSpoofCheck {
-            veth: host_veth.name.clone(),
-            chain: names::spoofcheck_iface_chain(&names::spoofcheck_ref(
-                &args.container_id,
-                &args.ifname,
-            )),
-        })?;
-        step::point("bridge.spoofcheck-set")?;
-    }
-    Ok((br, host_veth, ctr_veth))
-}
-
-/// Creates the veth pair with the container end born in the container, attaches the host
-/// end to the bridge with the port options, and returns (host end, container end).
-#[allow(clippy::too_many_arguments)]
-fn setup_veth(
-    k: &dyn Kernel,
-    args: &CmdArgs,
-    conf: &BridgeConf,
-    netns: &Sandbox,
-    host: &dyn Links,
-    ctr: &dyn Links,
-    br: &Link,
-    rollback: &mut Rollback,
-) -> Result<(Link, Link), BridgeError> {
-    let mut host_name = host::random_veth_name()?;
-    let mut attempt = 1;
-    loop {
-        match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns) {
-            Ok(()) => {
-                rollback.host_veth = Some(host_name.clone());
-                step::point("bridge.veth-created")?;
-                break;
-            }
-            Err(e) if e.is_exists() && attempt < VETH_NAME_ATTEMPTS => {
-                attempt += 1;
-                host_name = host::random_veth_name()?;
-            }
-            Err(e) => {
-                return Err(e.at(Op::MakeVeth {
-                    ifname: args.ifname.clone(),
-                }));
-            }
-        }
-    }
-    let host_veth = host::link_named(host, &host_name, "failed to lookup")?;
-    let ctr_veth = host::link_named(ctr, &args.ifname, "failed to lookup")?;
-
-    host.set_master(host_veth.index, br.index)
-        .during(Op::Connect {
-            port: host_name.clone(),
-            bridge: br.name.clone(),
-        })?;
-    host.set_port_options(
-        host_veth.index,
-        Some(conf.hairpin_mode),
-        conf.port_isolation.then_some(true),
-    )
-    .during(Op::SetPortOptions {
-        port: host_name.clone(),
-    })?;
-    crate::vlan::configure_port(host, host_veth.index, conf).during(Op::SetVlanTag {
-        port: host_name.clone(),
-    })?;
-    host.set_up(host_veth.index).during(Op::SetUp {
-        name: host_name.clone(),
-    })?;
-    step::point("bridge.port-options-set")?;
-    // We own the routes of the host end too.
-    let _ = k.host_sysctl(&["net", "ipv6", "conf", &host_name, "accept_ra"], "0");
-    Ok((host_veth, ctr_veth))
 }
 
 fn iface(name: &str, mac: Option<[u8; 6]>) -> Interface {
