@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use ipnetwork::IpNetwork;
-use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL};
 use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage, AddressScope,
 };
@@ -86,16 +86,26 @@ fn address_message(index: u32, addr: IpNetwork) -> AddressMessage {
 impl Netlink {
     /// Addresses of link `index`, or of all links when `None`.
     pub fn addresses(&self, index: Option<u32>) -> Result<Vec<Address>, NetlinkError> {
-        self.dump(
+        let mut msg = AddressMessage::default();
+        // One link's: the kernel filters (strict checking), rather than dumping every
+        // address of a node with hundreds of pods; a kernel that cannot (before 4.20)
+        // dumps all, and the filter below keeps that link's.
+        msg.header.index = index.unwrap_or(0);
+        let answers = self.request_checked(
             &|| "list addresses".into(),
-            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
-            |m| match m {
+            RouteNetlinkMessage::GetAddress(msg),
+            NLM_F_DUMP,
+            index.is_some(),
+        )?;
+        Ok(answers
+            .into_iter()
+            .filter_map(|m| match m {
                 RouteNetlinkMessage::NewAddress(a) if index.is_none_or(|i| a.header.index == i) => {
                     Address::from_message(&a)
                 }
                 _ => None,
-            },
-        )
+            })
+            .collect())
     }
 
     /// `ip addr add ADDR dev IDX`; EEXIST ([`NetlinkError::is_exists`]) if present.

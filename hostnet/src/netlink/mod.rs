@@ -33,6 +33,7 @@ use rtnetlink::packet_core::{
     NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::sys::AsyncSocket;
 
 pub use addr::Address;
 pub use error::NetlinkError;
@@ -115,6 +116,19 @@ impl Netlink {
         msg: RouteNetlinkMessage,
         flags: u16,
     ) -> Result<Vec<RouteNetlinkMessage>, NetlinkError> {
+        self.request_checked(op, msg, flags, false)
+    }
+
+    /// [`Self::request`]; with `strict`, under `NETLINK_GET_STRICT_CHK` for this request
+    /// only, so the kernel filters a dump by the request's header (the socket's other
+    /// requests keep the lenient checks their headers were written for).
+    fn request_checked(
+        &self,
+        op: &dyn Fn() -> String,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+        strict: bool,
+    ) -> Result<Vec<RouteNetlinkMessage>, NetlinkError> {
         let rt = runtime()?;
         for _ in 0..DUMP_ATTEMPTS {
             let mut req = NetlinkMessage::from(msg.clone());
@@ -125,10 +139,23 @@ impl Netlink {
                 .map_err(|_| NetlinkError::Closed { op: op() })?;
             let answers = {
                 let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-                match rt.block_on(select(conn.as_mut(), stream.collect::<Vec<_>>())) {
-                    Either::Left(_) => return Err(NetlinkError::Closed { op: op() }),
-                    Either::Right((answers, _)) => answers,
+                // The flag is read when the kernel receives the request, which happens
+                // while the connection is driven below, under this lock.
+                let set_strict = |conn: &mut Connection, on: bool| {
+                    conn.socket_mut()
+                        .socket_mut()
+                        .set_netlink_get_strict_chk(on)
+                        .is_ok()
+                };
+                let strict = strict && set_strict(conn.as_mut().get_mut(), true);
+                let answers = match rt.block_on(select(conn.as_mut(), stream.collect::<Vec<_>>())) {
+                    Either::Left(_) => None,
+                    Either::Right((answers, _)) => Some(answers),
+                };
+                if strict && !set_strict(conn.as_mut().get_mut(), false) {
+                    return Err(NetlinkError::Closed { op: op() });
                 }
+                answers.ok_or_else(|| NetlinkError::Closed { op: op() })?
             };
             let mut interrupted = false;
             let mut out = Vec::new();

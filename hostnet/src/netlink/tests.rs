@@ -218,6 +218,48 @@ fn wait_oper_up_reports_final_state() {
 }
 
 #[test]
+fn one_links_addresses_are_filtered_by_the_kernel() {
+    use rtnetlink::packet_core::NLM_F_DUMP;
+    use rtnetlink::packet_route::RouteNetlinkMessage;
+    use rtnetlink::packet_route::address::AddressMessage;
+    host_test("one_links_addresses_are_filtered_by_the_kernel", |nl| {
+        nl.create_bridge("br0", None).unwrap();
+        let br = nl.link_by_name("br0").unwrap().unwrap().index;
+        nl.add_address(br, net("10.1.2.3/24")).unwrap();
+        nl.set_up(1).unwrap(); // lo gets 127.0.0.1
+        let raw_indexes = |strict: bool| -> Vec<u32> {
+            let mut msg = AddressMessage::default();
+            msg.header.index = br;
+            let answers = nl
+                .request_checked(
+                    &|| "list addresses".into(),
+                    RouteNetlinkMessage::GetAddress(msg),
+                    NLM_F_DUMP,
+                    strict,
+                )
+                .unwrap();
+            answers
+                .into_iter()
+                .filter_map(|m| match m {
+                    RouteNetlinkMessage::NewAddress(a) => Some(a.header.index),
+                    _ => None,
+                })
+                .collect()
+        };
+        // Lenient checking ignores the header: every link's addresses come back.
+        assert!(raw_indexes(false).contains(&1));
+        // Strict: only the bridge's, and the socket is lenient again afterwards.
+        let strict = raw_indexes(true);
+        assert!(
+            !strict.is_empty() && strict.iter().all(|i| *i == br),
+            "{strict:?}"
+        );
+        assert!(raw_indexes(false).contains(&1));
+        assert_eq!(nl.addresses(Some(br)).unwrap().len(), 1);
+    });
+}
+
+#[test]
 fn ipv4_addresses_with_broadcast() {
     host_test("ipv4_addresses_with_broadcast", |nl| {
         nl.create_bridge("br0", None).unwrap();
