@@ -14,9 +14,10 @@
 //! attachment and teardown with its IPs first try one name-addressed restore alone.
 
 use std::collections::BTreeSet;
+use std::sync::Mutex;
 
 use ipnetwork::IpNetwork;
-use libcni::step;
+use libcni::{step, task};
 
 use super::error::{FirewallError, Result};
 use super::exec;
@@ -259,13 +260,14 @@ pub fn setup_with(
     network: &str,
     container_id: &str,
     ips: &[IpNetwork],
-    mut pre: Option<Prestarted>,
+    pre: Option<Prestarted>,
 ) -> Result<()> {
     let chain = iptables_chain(network, container_id);
     let comment = iptables_comment(network, container_id);
-    for family in families_of(ips) {
+    let pre = Mutex::new(pre);
+    for_families(&families_of(ips), |family| {
         let wanted = desired_rules(&chain, &comment, ips, family);
-        let tool = pre.take_if(|p| p.family == family).map(|p| p.tool);
+        let tool = lock(&pre).take_if(|p| p.family == family).map(|p| p.tool);
         // A new attachment costs one process: `-N` makes the restore fail, atomically and
         // changing nothing, when the chain exists; then we merge with what is there.
         if create_fresh(family, &chain, &wanted, tool).is_err() {
@@ -283,8 +285,29 @@ pub fn setup_with(
             })?;
         }
         step::point("firewall.iptables-family-set")?;
-    }
-    Ok(())
+        Ok(())
+    })
+}
+
+/// Runs `op` for each family, the two at once (each is a table and a tool of its own);
+/// every failure is returned.
+fn for_families(families: &[Family], op: impl Fn(Family) -> Result<()> + Sync) -> Result<()> {
+    let results = match families {
+        [one] => vec![op(*one)],
+        _ => std::thread::scope(|s| {
+            let op = &op;
+            let started: Vec<_> = families
+                .iter()
+                .map(|&family| task::start(s, move || op(family)))
+                .collect();
+            started.into_iter().map(task::Started::join).collect()
+        }),
+    };
+    FirewallError::collect(results.into_iter().filter_map(Result::err).collect())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How every restore runs: waiting for the xtables lock, keeping what is there.
@@ -324,17 +347,15 @@ pub fn teardown(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<
     } else {
         families_of(ips)
     };
-    let mut errs = Vec::new();
-    for family in families {
+    for_families(&families, |family| {
         // The common case costs one process and no table dump (which grows with the pods).
         let removed = !ips.is_empty() && remove_exactly(family, &chain, &comment, ips).is_ok();
-        if !removed && let Err(e) = read_plan_apply(family, true, |table| table.removal_of(&chain))
-        {
-            errs.push(e);
+        if !removed {
+            read_plan_apply(family, true, |table| table.removal_of(&chain))?;
         }
         step::point("firewall.iptables-family-removed")?;
-    }
-    FirewallError::collect(errs)
+        Ok(())
+    })
 }
 
 /// Removes, by name, the jumps `setup` made for `ips` and then the chain, in one
