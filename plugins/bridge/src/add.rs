@@ -106,7 +106,7 @@ impl Attach<'_> {
             // The masquerade's tool starts up while IPAM finishes (it needs IPAM's addresses).
             // Started here, on the thread that lives as long as the plugin: the tool dies
             // with the thread that started it.
-            let masq_tool = (conf.ip_masq && links.is_ok())
+            let masq_tool = (conf.ip_masq && ipam.is_some() && links.is_ok())
                 .then(|| k.prestart_ipmasq(conf.ip_masq_backend))
                 .flatten();
             (links, masq_tool, ipam_add.map(Started::join))

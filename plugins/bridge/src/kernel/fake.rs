@@ -601,7 +601,9 @@ impl Kernel for Fake {
         Ok(())
     }
 
+    /// Logged; the fake starts no tool (its `setup_ipmasq` needs none).
     fn prestart_ipmasq(&self, _backend: Option<Backend>) -> Option<Prestarted> {
+        self.state().log.push("fw: prestart ipmasq".into());
         None
     }
 

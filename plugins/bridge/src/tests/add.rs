@@ -3,6 +3,7 @@
 //! then the IP: the link goes before the IP, so the IP is never in use twice).
 
 use super::*;
+use serde_json::json;
 
 #[test]
 fn configures_the_node_in_the_reference_order() {
@@ -38,8 +39,10 @@ fn configures_the_node_in_the_reference_order() {
     // `an_existing_container_interface_is_refused_before_anything_is_made`).
     let at = |line: &str| log.iter().position(|l| l.starts_with(line)).unwrap();
     assert!(at("ipam: ADD") < at(&format!("{CTR}: sysctl")));
-    // The masquerade rules go on while the container's addresses do, once IPAM is done.
+    // The masquerade rules go on while the container's addresses do, once IPAM is done;
+    // their tool was started once the links were made.
     assert!(at("ipam: ADD") < at("fw: setup ipmasq net c1 eth0"));
+    assert!(at(&format!("host: set_up {veth}")) < at("fw: prestart ipmasq"));
     let names: Vec<&str> = result.interfaces.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["cni0", veth.as_str(), "eth0"]);
     assert_eq!(result.interfaces[2].sandbox, CTR);
@@ -229,6 +232,21 @@ fn a_container_address_failure_and_a_masquerade_failure_are_both_reported() {
             .any(|l| l.starts_with("fw: teardown ipmasq"))
     );
     assert_clean(&k);
+}
+
+#[test]
+fn no_masquerade_tool_is_started_without_addresses_or_masquerade() {
+    // L2: no IPAM, so no address to masquerade even with ipMasq.
+    let l2 = conf_with(&[("ipam", json!({})), ("isGateway", json!(false))]);
+    for conf in [l2, conf_with(&[("ipMasq", json!(false))])] {
+        let k = node();
+        crate::add::add(&k, &args(&conf)).unwrap();
+        let log = k.take_log();
+        assert!(
+            !log.iter().any(|l| l.contains("ipmasq")),
+            "{conf}\n{log:#?}"
+        );
+    }
 }
 
 #[test]
