@@ -290,6 +290,10 @@ impl BridgeConf {
 /// this attachment's only) teardown runs rather than leaking what an earlier ADD made.
 fn decode_raw(doc: Value, m: &mut Mistakes) -> Result<Raw, Error> {
     let decode_err = |e: gojson::Error| invalid(format!("failed to load netconf: {e}"));
+    if !m.tolerate {
+        return gojson::from_value::<Raw>(doc).map_err(decode_err);
+    }
+    // Kept for the field-by-field pass below, needed only when the whole fails.
     let whole = match gojson::from_value::<Raw>(doc.clone()) {
         Ok(raw) => return Ok(raw),
         Err(e) => decode_err(e),
@@ -297,9 +301,6 @@ fn decode_raw(doc: Value, m: &mut Mistakes) -> Result<Raw, Error> {
     let Ok(fields) = gojson::from_value::<Map<String, Value>>(doc) else {
         return Err(whole);
     };
-    if !m.tolerate {
-        return Err(whole);
-    }
     let mut kept = Map::new();
     let mut dropped = Vec::new();
     for (key, value) in fields {

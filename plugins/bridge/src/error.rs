@@ -453,7 +453,9 @@ impl BridgeError {
         }
     }
 
-    /// The errno of the kernel or system call that failed, if one did.
+    /// The errno of the kernel or system call that failed, if one did. Only tests ask:
+    /// they check the typed errors keep it (the wire message carries it as text).
+    #[cfg(test)]
     pub fn errno(&self) -> Option<i32> {
         match self {
             BridgeError::Netlink { source, .. } | BridgeError::PortState { source } => {
