@@ -101,3 +101,21 @@ fn display(program: &str, args: &[&str]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_that_exits_without_reading_reports_its_own_failure() {
+        let tool = start("sh", &["-c", "echo refused >&2; exit 3"], true).unwrap();
+        // Far more than a pipe holds: the write fails once the tool is gone.
+        let script = "x".repeat(1 << 20);
+        match tool.finish(Some(&script)) {
+            Err(FirewallError::Failed { status, stderr, .. }) => {
+                assert_eq!((status.code(), stderr.as_str()), (Some(3), "refused"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

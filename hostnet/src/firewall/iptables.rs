@@ -14,7 +14,6 @@
 //! attachment and teardown with its IPs first try one name-addressed restore alone.
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
 
 use ipnetwork::IpNetwork;
 use libcni::{step, task};
@@ -260,14 +259,18 @@ pub fn setup_with(
     network: &str,
     container_id: &str,
     ips: &[IpNetwork],
-    pre: Option<Prestarted>,
+    mut pre: Option<Prestarted>,
 ) -> Result<()> {
     let chain = iptables_chain(network, container_id);
     let comment = iptables_comment(network, container_id);
-    let pre = Mutex::new(pre);
-    for_families(&families_of(ips), |family| {
+    let families: Vec<_> = families_of(ips)
+        .into_iter()
+        .map(|family| (family, pre.take_if(|p| p.family == family).map(|p| p.tool)))
+        .collect();
+    // `pre` of a family not wanted is dropped here: killed, having read nothing.
+    drop(pre);
+    at_once(families, |(family, tool)| {
         let wanted = desired_rules(&chain, &comment, ips, family);
-        let tool = lock(&pre).take_if(|p| p.family == family).map(|p| p.tool);
         // A new attachment costs one process: `-N` makes the restore fail, atomically and
         // changing nothing, when the chain exists; then we merge with what is there.
         if create_fresh(family, &chain, &wanted, tool).is_err() {
@@ -289,25 +292,22 @@ pub fn setup_with(
     })
 }
 
-/// Runs `op` for each family, the two at once (each is a table and a tool of its own);
-/// every failure is returned.
-fn for_families(families: &[Family], op: impl Fn(Family) -> Result<()> + Sync) -> Result<()> {
-    let results = match families {
-        [one] => vec![op(*one)],
-        _ => std::thread::scope(|s| {
+/// Runs `op` for each family's item, the two families at once (each is a table and a tool
+/// of its own); every failure is returned.
+fn at_once<T: Send>(items: Vec<T>, op: impl Fn(T) -> Result<()> + Sync) -> Result<()> {
+    let results: Vec<_> = if items.len() == 1 {
+        items.into_iter().map(&op).collect()
+    } else {
+        std::thread::scope(|s| {
             let op = &op;
-            let started: Vec<_> = families
-                .iter()
-                .map(|&family| task::start(s, move || op(family)))
+            let started: Vec<_> = items
+                .into_iter()
+                .map(|item| task::start(s, move || op(item)))
                 .collect();
             started.into_iter().map(task::Started::join).collect()
-        }),
+        })
     };
     FirewallError::collect(results.into_iter().filter_map(Result::err).collect())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How every restore runs: waiting for the xtables lock, keeping what is there.
@@ -347,7 +347,7 @@ pub fn teardown(network: &str, container_id: &str, ips: &[IpNetwork]) -> Result<
     } else {
         families_of(ips)
     };
-    for_families(&families, |family| {
+    at_once(families, |family| {
         // The common case costs one process and no table dump (which grows with the pods).
         let removed = !ips.is_empty() && remove_exactly(family, &chain, &comment, ips).is_ok();
         if !removed {
@@ -441,6 +441,20 @@ fn comment_id(comment: &str, network: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_started_tool_is_the_one_given_the_script() {
+        let dir = testkit::TempDir::new("iptables-started");
+        let out = dir.join("script");
+        let cat = format!("cat > '{}'", out.display());
+        let tool = exec::start("sh", &["-c", &cat], true).unwrap();
+        let rules = ["-A CNI-x -j ACCEPT".to_string()];
+        create_fresh(Family::V4, "CNI-x", &rules, Some(tool)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(out).unwrap(),
+            "*nat\n-N CNI-x\n-A CNI-x -j ACCEPT\nCOMMIT\n"
+        );
+    }
 
     #[test]
     fn desired_rules_in_save_form() {

@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use ipnetwork::IpNetwork;
-use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL};
+use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::address::{
     AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage, AddressScope,
 };
@@ -91,21 +91,17 @@ impl Netlink {
         // address of a node with hundreds of pods; a kernel that cannot (before 4.20)
         // dumps all, and the filter below keeps that link's.
         msg.header.index = index.unwrap_or(0);
-        let answers = self.request_checked(
+        self.dump_checked(
             &|| "list addresses".into(),
             RouteNetlinkMessage::GetAddress(msg),
-            NLM_F_DUMP,
             index.is_some(),
-        )?;
-        Ok(answers
-            .into_iter()
-            .filter_map(|m| match m {
+            |m| match m {
                 RouteNetlinkMessage::NewAddress(a) if index.is_none_or(|i| a.header.index == i) => {
                     Address::from_message(&a)
                 }
                 _ => None,
-            })
-            .collect())
+            },
+        )
     }
 
     /// `ip addr add ADDR dev IDX`; EEXIST ([`NetlinkError::is_exists`]) if present.

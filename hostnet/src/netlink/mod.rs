@@ -119,9 +119,10 @@ impl Netlink {
         self.request_checked(op, msg, flags, false)
     }
 
-    /// [`Self::request`]; with `strict`, under `NETLINK_GET_STRICT_CHK` for this request
-    /// only, so the kernel filters a dump by the request's header (the socket's other
-    /// requests keep the lenient checks their headers were written for).
+    /// [`Self::request`]; with `strict`, under `NETLINK_GET_STRICT_CHK` while this request
+    /// is sent, so the kernel filters a dump by the request's header; the socket is
+    /// lenient again after. (Another thread's request queued on this connection meanwhile
+    /// goes out strict too; our requests' zeroed headers pass either check.)
     fn request_checked(
         &self,
         op: &dyn Fn() -> String,
@@ -196,7 +197,18 @@ impl Netlink {
         msg: RouteNetlinkMessage,
         pick: impl FnMut(RouteNetlinkMessage) -> Option<T>,
     ) -> Result<Vec<T>, NetlinkError> {
-        let answers = self.request(op, msg, NLM_F_DUMP)?;
+        self.dump_checked(op, msg, false, pick)
+    }
+
+    /// [`Self::dump`]; with `strict`, filtered by the kernel ([`Self::request_checked`]).
+    fn dump_checked<T>(
+        &self,
+        op: &dyn Fn() -> String,
+        msg: RouteNetlinkMessage,
+        strict: bool,
+        pick: impl FnMut(RouteNetlinkMessage) -> Option<T>,
+    ) -> Result<Vec<T>, NetlinkError> {
+        let answers = self.request_checked(op, msg, NLM_F_DUMP, strict)?;
         Ok(answers.into_iter().filter_map(pick).collect())
     }
 }

@@ -41,13 +41,15 @@ pub fn del(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
         .map(|ip| ip.address)
         .collect();
     if prev_ips.is_empty() {
-        // The masquerade rules to remove are known only once the link's addresses are.
+        // The masquerade rules to remove are known only once the link's addresses are;
+        // then the three remaining steps, none waiting for another, run at once.
         let ips = delete_links(k, args, &conf, prev.as_ref(), &prev_ips)?;
-        let results = [
-            release_ipam(k, args, &conf),
-            remove_spoofcheck(k, args, &conf),
-            remove_ipmasq(k, args, &conf, &ips),
-        ];
+        let results = std::thread::scope(|s| {
+            let ipam = task::start(s, || release_ipam(k, args, &conf));
+            let spoofcheck = task::start(s, || remove_spoofcheck(k, args, &conf));
+            let ipmasq = remove_ipmasq(k, args, &conf, &ips);
+            [ipam.join(), spoofcheck.join(), ipmasq]
+        });
         return BridgeError::all(results);
     }
     // prevResult names the IPs: nothing else waits for the links, whose delete waits for
@@ -60,9 +62,16 @@ pub fn del(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
         (links.join(), ipam.join(), spoofcheck, ipmasq)
     });
     // A link address prevResult did not name (stale prevResult) may have rules of its own.
-    let extra_masq = match &links {
-        Ok(ips) if ips.len() > prev_ips.len() => remove_ipmasq(k, args, &conf, ips),
-        _ => Ok(()),
+    // The teardown above removed the attachment's rules of prevResult's families whatever
+    // their addresses (by chain name); only another family's are left to find.
+    let other_family = |ip: &&IpNetwork| !prev_ips.iter().any(|p| p.is_ipv4() == ip.is_ipv4());
+    let extra: Vec<IpNetwork> = match &links {
+        Ok(ips) => ips.iter().filter(other_family).copied().collect(),
+        Err(_) => Vec::new(),
+    };
+    let extra_masq = match extra.is_empty() {
+        true => Ok(()),
+        false => remove_ipmasq(k, args, &conf, &extra),
     };
     BridgeError::all([links.map(drop), ipam, spoofcheck, ipmasq, extra_masq])
 }

@@ -48,6 +48,20 @@ pub struct State {
     pub sysctls: BTreeMap<String, String>,
 }
 
+/// A listed failure no call matched means a test exercised nothing: the call was renamed
+/// or never made.
+impl Drop for State {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            assert!(
+                self.failing.is_empty(),
+                "failures listed but never met: {:?}",
+                self.failing
+            );
+        }
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct Ns {
     /// How other namespaces name this one (`IFLA_LINK_NETNSID`).
