@@ -31,14 +31,14 @@ floor() {
     sleep 2 # the ports reach forwarding
     : >"$WORK/floor-$ports"
     for ((r = 1; r <= RUNS; r++)); do
-        s=$(date +%s%N)
+        s=${EPOCHREALTIME/./}
         printf 'link add x%d type veth peer name eth0 netns %s\nlink set x%d master br0\nlink set x%d up\n' \
             "$r" "$c" "$r" "$r" | ip -n "$h" -batch -
         printf 'addr add 10.9.1.%d/16 dev eth0\nlink set eth0 up\nroute add default via 10.9.0.1\n' \
             "$r" | ip -n "$c" -batch -
         ip -n "$h" addr show dev br0 >/dev/null
-        e=$(date +%s%N)
-        echo $(((e - s) / 1000)) >>"$WORK/floor-$ports"
+        e=${EPOCHREALTIME/./}
+        echo $((e - s)) >>"$WORK/floor-$ports"
         ip -n "$h" link del "x$r"
     done
     MEDIAN=$(median_ms <"$WORK/floor-$ports")

@@ -96,25 +96,20 @@ impl PluginRun {
     /// Run in the test process's own netns. Only for commands that touch
     /// nothing there (VERSION, config errors); otherwise use [`Self::run_in`].
     pub fn run(&self) -> PluginOutput {
-        self.finish(self.command_line().spawn())
+        self.wait(self.started(self.command_line().spawn()))
     }
 
     /// Run with `host` as the plugin's netns (the fake "host": bridges,
     /// sysctls and firewall rules land there).
     pub fn run_in(&self, host: &NamedNetns) -> PluginOutput {
-        let mut cmd = self.command_line();
-        self.finish(host.run(move || cmd.spawn()))
+        self.wait(self.spawn_in(host))
     }
 
     /// Starts the plugin with `host` as its netns, its stdin written and closed, and
     /// returns it running (a test that kills it mid-verb).
     pub fn spawn_in(&self, host: &NamedNetns) -> Child {
         let mut cmd = self.command_line();
-        let mut child = host
-            .run(move || cmd.spawn())
-            .unwrap_or_else(|e| panic!("starting plugin {}: {e}", self.bin.display()));
-        self.write_stdin(&mut child);
-        child
+        self.started(host.run(move || cmd.spawn()))
     }
 
     fn command_line(&self) -> Command {
@@ -132,23 +127,10 @@ impl PluginRun {
         cmd
     }
 
-    fn finish(&self, child: std::io::Result<Child>) -> PluginOutput {
+    /// The started plugin, its stdin written and closed.
+    fn started(&self, child: std::io::Result<Child>) -> Child {
         let mut child =
             child.unwrap_or_else(|e| panic!("starting plugin {}: {e}", self.bin.display()));
-        self.write_stdin(&mut child);
-        let out = child
-            .wait_with_output()
-            .unwrap_or_else(|e| panic!("waiting for {}: {e}", self.bin.display()));
-        PluginOutput {
-            status: out.status,
-            stdout: out.stdout,
-            stderr: out.stderr,
-        }
-    }
-}
-
-impl PluginRun {
-    fn write_stdin(&self, child: &mut Child) {
         if let Some(mut stdin) = child.stdin.take() {
             // A plugin may exit without reading stdin (VERSION): ignore EPIPE.
             match stdin.write_all(&self.stdin) {
@@ -156,6 +138,18 @@ impl PluginRun {
                 Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
                 Err(e) => panic!("writing stdin of {}: {e}", self.bin.display()),
             }
+        }
+        child
+    }
+
+    fn wait(&self, child: Child) -> PluginOutput {
+        let out = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("waiting for {}: {e}", self.bin.display()));
+        PluginOutput {
+            status: out.status,
+            stdout: out.stdout,
+            stderr: out.stderr,
         }
     }
 }

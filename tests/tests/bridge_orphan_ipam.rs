@@ -5,13 +5,15 @@
 //!
 //! Deterministic without fault injection: the test holds the store's lock, so host-local
 //! blocks before it reads or writes anything; the bridge is killed while it waits for
-//! host-local; host-local must die with it. Then the lock is released and the runtime's
-//! two DELs run: nothing may be left, and the container attaches again.
+//! host-local, with its links made and its masquerade tool started; every child must die
+//! with it. Then the lock is released and the runtime's two DELs run: nothing may be left
+//! (also once a surviving orphan finished), and the container attaches again.
 
 #[path = "bridge_support/mod.rs"]
 mod support;
 
 use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
@@ -46,11 +48,26 @@ fn a_killed_bridge_takes_its_ipam_plugin_with_it() {
         .plugin("ADD", ctr.path().to_str().unwrap(), id, &conf)
         .spawn_in(&env.host);
     let bridge_pid = bridge.id() as i32;
-    let Some(ipam) = wait_for(|| child_named(bridge_pid, "host-local")) else {
+    // Killed once host-local waits for the lock (it has read and written nothing), the
+    // masquerade tool has started (IPv4, started while IPAM finishes) and the container's
+    // interface exists: every child, and links for DEL to remove, are there.
+    let ino = format!(":{} ", held.metadata().unwrap().ino());
+    let ready = wait_for(|| {
+        let kids = children(bridge_pid);
+        let waiting = std::fs::read_to_string("/proc/locks")
+            .ok()?
+            .lines()
+            .any(|l| l.contains("-> FLOCK") && l.contains(&ino));
+        let named = |name: &str| kids.iter().any(|(_, comm)| comm.starts_with(name));
+        let all =
+            waiting && named("host-local") && named("iptables") && link(&ctr, IFNAME).is_some();
+        all.then_some(kids)
+    });
+    let Some(kids) = ready else {
         let _ = bridge.kill();
         let out = bridge.wait_with_output().unwrap();
         panic!(
-            "the bridge never ran host-local: {:?}\n{}",
+            "the bridge never got to wait for host-local with its links made: {:?}\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         )
@@ -58,13 +75,14 @@ fn a_killed_bridge_takes_its_ipam_plugin_with_it() {
 
     kill(Pid::from_raw(bridge_pid), Signal::SIGKILL).unwrap();
     assert_eq!(bridge.wait().unwrap().signal(), Some(9));
-    let died = wait_for(|| (!alive(ipam)).then_some(()));
-    // Let a surviving orphan go on, so that the leak it causes shows below too.
+    let all_gone = |kids: &[(i32, String)]| kids.iter().all(|(pid, _)| !alive(*pid));
+    wait_for(|| all_gone(&kids).then_some(()));
+    let survivors: Vec<_> = kids
+        .iter()
+        .filter(|(pid, _)| alive(*pid))
+        .cloned()
+        .collect();
     drop(held);
-    assert!(
-        died.is_some(),
-        "host-local (pid {ipam}) outlived the bridge that ran it"
-    );
 
     // What the runtime does next: DEL (no cached result: the ADD printed none), then the
     // second DEL with an empty CNI_NETNS.
@@ -72,8 +90,13 @@ fn a_killed_bridge_takes_its_ipam_plugin_with_it() {
     env.plugin("DEL", "", id, &conf)
         .run_in(&env.host)
         .assert_success();
-    assert_eq!(env.ip_files(), Vec::<String>::new(), "a lease was left");
+    // An orphan may lease or add rules after those DELs: let it finish, then look.
+    wait_for(|| all_gone(&survivors).then_some(()));
     env.assert_clean_with(&ctr);
+    assert!(
+        survivors.is_empty(),
+        "outlived the bridge that ran them: {survivors:?}"
+    );
 
     let again = env.add(&ctr, id, &conf);
     env.del(&ctr, id, &with_prev(&conf, &again));
@@ -94,16 +117,20 @@ fn wait_for<T>(mut probe: impl FnMut() -> Option<T>) -> Option<T> {
     }
 }
 
-/// A child of `parent` running `comm`, from `/proc/<pid>/stat` (`pid (comm) state ppid`).
-fn child_named(parent: i32, comm: &str) -> Option<i32> {
-    std::fs::read_dir("/proc")
-        .ok()?
+/// The living children of `parent` and their names, from `/proc/<pid>/stat`
+/// (`pid (comm) state ppid`).
+fn children(parent: i32) -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
         .flatten()
-        .find_map(|entry| {
+        .filter_map(|entry| {
             let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
             let (name, state, ppid) = stat(pid)?;
-            (ppid == parent && name == comm && state != 'Z').then_some(pid)
+            (ppid == parent && state != 'Z').then_some((pid, name))
         })
+        .collect()
 }
 
 /// A process that exists and is not a zombie (a dead orphan waits for its reaper).
