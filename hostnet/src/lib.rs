@@ -5,6 +5,7 @@
 
 pub mod firewall;
 pub mod netlink;
+pub mod node;
 pub mod sysctl;
 
 #[cfg(test)]

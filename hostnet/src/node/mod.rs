@@ -1,0 +1,96 @@
+//! What the node agent asks of the kernel: routes to the other nodes' pods, marked as ours,
+//! and one node-level firewall table (masquerade to outside the cluster, forwarding of pod
+//! traffic). The agent's reconcile is written against [`NodeNet`]; [`fake::FakeNodeNet`]
+//! (feature `fake`) keeps the same state in memory so its decisions are tested without root.
+
+use std::net::IpAddr;
+
+use ipnetwork::IpNetwork;
+
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+
+/// The route protocol number that marks a route as the agent's (`ip route show proto 0xcb`).
+/// Unassigned in iproute2's `rt_protos` and by the projects we share nodes with (bird 12,
+/// zebra 11, babel 42, bgp 186-192, calico 80, kube-router 0x11).
+pub const ROUTE_PROTO: u8 = 0xcb;
+
+/// A route in the main table to another node's pod range: `dst via gateway proto ROUTE_PROTO`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodRoute {
+    pub dst: IpNetwork,
+    pub gateway: IpAddr,
+}
+
+/// One family's node-level firewall policy.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FamilyPolicy {
+    /// This node's pod ranges: the sources whose traffic is masqueraded when it leaves the
+    /// cluster, and whose traffic is forwarded whatever the node's FORWARD policy.
+    pub pod_cidrs: Vec<IpNetwork>,
+    /// Destinations never masqueraded: every node's podCIDRs plus `--no-masquerade-cidr`.
+    pub no_masquerade: Vec<IpNetwork>,
+}
+
+/// The whole node-level firewall state the agent wants; a family that is `None` has no
+/// rules of ours.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodePolicy {
+    pub v4: Option<FamilyPolicy>,
+    pub v6: Option<FamilyPolicy>,
+}
+
+/// A kernel operation of the agent that failed. `errno` decides behaviour (EEXIST: a route
+/// of someone else holds that destination).
+#[derive(Debug, thiserror::Error)]
+#[error("{op}: {reason}")]
+pub struct NodeNetError {
+    pub op: String,
+    pub reason: String,
+    pub errno: Option<i32>,
+}
+
+impl NodeNetError {
+    pub fn is_exists(&self) -> bool {
+        self.errno == Some(libc_errno::EEXIST)
+    }
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self.errno,
+            Some(libc_errno::ESRCH) | Some(libc_errno::ENOENT)
+        )
+    }
+}
+
+/// The errno values the agent tells apart (stable across Linux architectures).
+pub mod libc_errno {
+    pub const ENOENT: i32 = 2;
+    pub const ESRCH: i32 = 3;
+    pub const EEXIST: i32 = 17;
+}
+
+/// The kernel as the node agent sees it, in the host's network namespace (or, in tests, a
+/// "node" namespace).
+pub trait NodeNet {
+    /// Every route in the main table with protocol [`ROUTE_PROTO`], both families.
+    fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError>;
+    /// Adds a route that must not exist yet (`NLM_F_EXCL`): a route of someone else to the
+    /// same destination makes this fail with EEXIST and is left alone.
+    fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
+    /// Replaces our route to `route.dst` (a changed gateway) in one message.
+    fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
+    /// Deletes our route (matched by destination, gateway and protocol).
+    fn del_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
+    /// Whether `addr` is directly reachable: the kernel's route to it has no gateway.
+    fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError>;
+    /// Every address on this node's interfaces (a peer claiming one is refused).
+    fn local_addrs(&self) -> Result<Vec<IpAddr>, NodeNetError>;
+    /// Makes our firewall table exactly `policy`, in one transaction.
+    fn apply_firewall(&self, policy: &NodePolicy) -> Result<(), NodeNetError>;
+    /// Whether our firewall table is present and matches `policy` (readiness, drift).
+    fn firewall_matches(&self, policy: &NodePolicy) -> Result<bool, NodeNetError>;
+    /// Removes our firewall table (and only ours); absent is success.
+    fn remove_firewall(&self) -> Result<(), NodeNetError>;
+    /// Turns IPv4 and/or IPv6 forwarding on (keeping an RA-learned IPv6 default route).
+    fn enable_forwarding(&self, v4: bool, v6: bool) -> Result<(), NodeNetError>;
+}
