@@ -9,6 +9,9 @@ use ipnetwork::IpNetwork;
 
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+mod host;
+
+pub use host::HostNodeNet;
 
 /// The route protocol number that marks a route as the agent's (`ip route show proto 0xcb`).
 /// Unassigned in iproute2's `rt_protos` and by the projects we share nodes with (bird 12,
