@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod error;
+pub mod file;
 pub mod gojson;
 pub mod goquote;
 pub mod invoke;
