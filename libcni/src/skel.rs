@@ -241,10 +241,14 @@ fn dispatch(
             .write_all(version::version_json().as_bytes())
             .map_err(|e| Error::new(code::IO_FAILURE, e.to_string()));
     }
-    let mut stdin_data = Vec::new();
-    stdin
-        .read_to_end(&mut stdin_data)
-        .map_err(|e| Error::new(code::IO_FAILURE, format!("error reading from stdin: {e}")))?;
+    // Bounded: Go reads stdin without end (`/dev/zero` as stdin exhausts the node).
+    let stdin_data =
+        crate::file::read_bounded(stdin, crate::file::MAX_CONFIG).map_err(|e| match e {
+            crate::file::ReadError::TooLarge { .. } => Error::invalid_config(format!(
+                "error reading from stdin: the network configuration {e}"
+            )),
+            e => Error::new(code::IO_FAILURE, format!("error reading from stdin: {e}")),
+        })?;
     let head = ConfigHead::parse(&stdin_data)?;
     validate_network_name(head.name.as_deref().unwrap_or_default())?;
     let Some(verb) = verb else {

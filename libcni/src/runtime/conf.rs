@@ -105,6 +105,17 @@ pub struct NetworkConfigList {
     pub bytes: Vec<u8>,
 }
 
+/// The keys of a list that [`NetworkConfigList::from_bytes`] reads.
+const LIST_KEYS: &[&str] = &[
+    "name",
+    "cniVersion",
+    "cniVersions",
+    "disableCheck",
+    "disableGC",
+    "loadOnlyInlinedPlugins",
+    "plugins",
+];
+
 fn list_err(msg: impl std::fmt::Display) -> ConfError {
     ConfError::Invalid(format!("error parsing configuration list: {msg}"))
 }
@@ -124,7 +135,8 @@ impl NetworkConfigList {
     /// Go `NetworkConfFromBytes`. A list without `plugins` is accepted here (plugins may come
     /// from `<dir>/<name>/*.conf`); [`NetworkConfigList::from_file`] requires at least one.
     pub fn from_bytes(bytes: &[u8]) -> Result<NetworkConfigList, ConfError> {
-        let raw: Map<String, Value> = crate::gojson::from_slice(bytes).map_err(ConfError::List)?;
+        // Only the keys read here are built (Go builds the whole document).
+        let raw = crate::gojson::pick_keys(bytes, LIST_KEYS).map_err(ConfError::List)?;
         let name = match raw.get("name") {
             None => return Err(list_err("no name")),
             Some(Value::String(s)) => s.clone(),

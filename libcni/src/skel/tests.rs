@@ -505,3 +505,31 @@ fn a_panic_is_reported_as_internal_error_json() {
         (999, "internal error: panic with a non-string payload", "")
     );
 }
+
+/// stdin without end (`/dev/zero`): refused after 16 MiB with code 7, nothing called.
+/// Go reads until memory runs out.
+#[test]
+fn stdin_is_read_at_most_16_mib() {
+    let p = Recorder::default();
+    let getenv = |k: &str| full_env("ADD").get(k).cloned();
+    let mut zeros = std::io::repeat(b' ');
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let status = run(
+        &p,
+        "CNI test plugin v1",
+        Io {
+            getenv: &getenv,
+            stdin: &mut zeros,
+            stdout: &mut out,
+            stderr: &mut err,
+        },
+    );
+    assert_eq!(status, 1);
+    let e: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(e["code"], 7, "{e}");
+    assert_eq!(
+        e["msg"],
+        "error reading from stdin: the network configuration is larger than 16 MiB (the limit)"
+    );
+    assert!(p.calls.borrow().is_empty());
+}

@@ -86,45 +86,40 @@ fn contains_ignore_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
-/// Whether Go would leave a slice field named `name` nil: the last top-level key matching
-/// it (exactly or case-insensitively) is `null` (for a slice, `null` sets it to nil).
-fn last_is_null(doc: &Value, name: &str) -> bool {
-    doc.as_object().is_some_and(|top| {
-        top.iter()
-            .rev()
-            .find(|(k, _)| gojson::eq_fold(k, name))
-            .is_some_and(|(_, v)| v.is_null())
-    })
-}
-
 fn decoding(e: gojson::Error) -> crate::Error {
     crate::Error::decoding(format!("failed to load netconf: {e}"))
 }
 
 impl NetConf {
-    /// Parses the common fields; the message matches Go skel's decode error.
+    /// Parses the common fields (building nothing else); the message matches Go skel's
+    /// decode error.
     pub fn parse(bytes: &[u8]) -> Result<NetConf, crate::Error> {
-        gojson::with_document(bytes, |doc| NetConf::from_document(doc, bytes)).map_err(decoding)?
+        let conf = gojson::from_slice(bytes).map_err(decoding)?;
+        Ok(NetConf::with_null_lists(conf, bytes))
     }
 
     /// [`parse`](Self::parse) for a document already parsed from `bytes` (by
     /// [`gojson::with_document`]), for a plugin that decodes its own fields from the same
     /// parse.
     pub fn from_document(doc: Value, bytes: &[u8]) -> Result<NetConf, crate::Error> {
-        // Struct decoding drops nulls, so a null list is looked for in the document (only
-        // when the key can be there; a key spelled with escapes is then read as absent:
-        // GC releases nothing, the safe side).
-        let may_have_lists = contains_ignore_ascii_case(bytes, b"attachments");
-        let null_valid = may_have_lists && last_is_null(&doc, VALID_ATTACHMENTS);
-        let null_legacy = may_have_lists && last_is_null(&doc, LEGACY_ATTACHMENTS);
-        let mut conf: NetConf = gojson::from_value(doc).map_err(decoding)?;
-        if null_valid {
-            conf.valid_attachments = Some(Vec::new());
+        let conf = gojson::from_value(doc).map_err(decoding)?;
+        Ok(NetConf::with_null_lists(conf, bytes))
+    }
+
+    /// Struct decoding drops nulls, so a null GC list is looked for in `bytes` (only when
+    /// the key can be there; a key spelled with escapes is then read as absent: GC
+    /// releases nothing, the safe side). For a slice Go's null sets it to nil: the last
+    /// key (any case) decides.
+    fn with_null_lists(mut conf: NetConf, bytes: &[u8]) -> NetConf {
+        if contains_ignore_ascii_case(bytes, b"attachments") {
+            if gojson::last_field_is_null(bytes, VALID_ATTACHMENTS) {
+                conf.valid_attachments = Some(Vec::new());
+            }
+            if gojson::last_field_is_null(bytes, LEGACY_ATTACHMENTS) {
+                conf.legacy_attachments = Some(Vec::new());
+            }
         }
-        if null_legacy {
-            conf.legacy_attachments = Some(Vec::new());
-        }
-        Ok(conf)
+        conf
     }
 
     /// What GC must keep: `cni.dev/valid-attachments`, else `cni.dev/attachments` (its name
