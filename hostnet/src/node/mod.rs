@@ -9,6 +9,8 @@ use ipnetwork::IpNetwork;
 
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+mod firewall;
+mod forwarding;
 mod host;
 
 pub use host::HostNodeNet;
@@ -97,3 +99,6 @@ pub trait NodeNet {
     /// Turns IPv4 and/or IPv6 forwarding on (keeping an RA-learned IPv6 default route).
     fn enable_forwarding(&self, v4: bool, v6: bool) -> Result<(), NodeNetError>;
 }
+
+#[cfg(test)]
+mod tests;
