@@ -313,3 +313,75 @@ mod tests {
         assert_eq!(back, elems);
     }
 }
+
+#[cfg(test)]
+mod kernel_tests {
+    use super::*;
+    use crate::nftnl::{NfSocket, NftError};
+    use crate::testnet::in_netns;
+
+    fn table_exists(nf: &mut NfSocket, name: &str) -> bool {
+        let sel = selector(name, 3, "c");
+        match nf.get(NFT_MSG_GETCHAIN, Family::Inet as u8, &sel, "get chain") {
+            Ok(_) => true,
+            Err(e) if e.is_not_found() => false,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_batch_is_all_or_nothing_and_its_error_names_the_refused_message() {
+        if !testkit::privileged("a_batch_is_all_or_nothing_and_its_error_names_the_refused_message")
+        {
+            return;
+        }
+        in_netns(|| {
+            let mut nf = NfSocket::open().unwrap();
+            let chain = |table| {
+                new_base_chain(
+                    Family::Inet,
+                    table,
+                    "c",
+                    BaseChain {
+                        kind: "filter",
+                        hook: Hook::Forward,
+                        priority: 0,
+                    },
+                )
+            };
+            nf.batch(&[new_table(Family::Inet, "old"), chain("old")])
+                .unwrap();
+            // Replaces "old" and adds "new", then a rule that looks up a set that is not
+            // there: the kernel refuses it, and so nothing of the batch happens.
+            let bad = Expr::Lookup {
+                set: "missing".into(),
+                set_id: 99,
+                invert: false,
+            };
+            let err = nf
+                .batch(&[
+                    new_table(Family::Inet, "old"),
+                    del_table(Family::Inet, "old"),
+                    new_table(Family::Inet, "new"),
+                    chain("new"),
+                    new_rule(
+                        Family::Inet,
+                        "new",
+                        "c",
+                        &[Expr::Network { offset: 12, len: 4 }, bad],
+                        None,
+                        true,
+                    ),
+                ])
+                .unwrap_err();
+            assert!(matches!(err, NftError::Os { .. }), "{err:?}");
+            assert!(
+                err.to_string().starts_with("add rule inet new c: "),
+                "{err}"
+            );
+            assert!(err.errno().is_some());
+            assert!(table_exists(&mut nf, "old"), "the old table stays whole");
+            assert!(!table_exists(&mut nf, "new"), "nothing of the failed batch");
+        });
+    }
+}

@@ -154,7 +154,12 @@ impl NodeNet for HostNodeNet {
                 ));
             }
             Ok(_) => {}
-            Err(e) if e.errno().is_some() => {} // ENETUNREACH: nothing routes there yet
+            // Nothing routes there yet.
+            Err(e)
+                if matches!(
+                    e.errno(),
+                    Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
+                ) => {}
             Err(e) => return Err(from_netlink(op)(e)),
         }
         self.routes

@@ -613,3 +613,64 @@ fn apply_replaces_the_whole_table_and_remove_leaves_nothing_of_ours() {
     let rules = node.sh("ip6tables", &["-S", "FORWARD"]);
     assert_eq!(rules, "-P FORWARD DROP\n");
 }
+
+/// Not a timed test: the figures are printed for BENCHMARKS.md (`--nocapture`); what is
+/// asserted is that 5,000 routes and a 5,000-range set all land and read back.
+#[test]
+fn five_thousand_routes_and_ranges_land_whole() {
+    let test = "five_thousand_routes_and_ranges_land_whole";
+    if !privileged(test) {
+        return;
+    }
+    let (node, peer) = (Ns::new(), Ns::new());
+    node.link(
+        "lan0",
+        &["192.168.50.1/24"],
+        &peer,
+        "lan0",
+        &["192.168.50.2/24"],
+    );
+    let k = node.node();
+    // Every other /24 of 10.0.0.0/9: 5,000 ranges that do not merge.
+    let cidrs: Vec<IpNetwork> = (0..5000u32)
+        .map(|i| {
+            IpNetwork::V4(ipnetwork::Ipv4Network::new((0x0a00_0000 + (i << 9)).into(), 24).unwrap())
+        })
+        .collect();
+    let started = Instant::now();
+    for dst in &cidrs {
+        k.add_route(&PodRoute {
+            dst: *dst,
+            gateway: ip("192.168.50.2"),
+        })
+        .unwrap();
+    }
+    let added = started.elapsed();
+    let started = Instant::now();
+    let ours = k.our_routes().unwrap();
+    let listed = started.elapsed();
+    assert_eq!(ours.len(), 5000);
+
+    if !nft_usable(test, &node) {
+        return;
+    }
+    let policy = NodePolicy {
+        v4: Some(FamilyPolicy {
+            pod_cidrs: vec![net("10.255.0.0/24")],
+            no_masquerade: cidrs.clone(),
+        }),
+        v6: None,
+    };
+    let started = Instant::now();
+    k.apply_firewall(&policy).unwrap();
+    let applied = started.elapsed();
+    assert!(k.firewall_matches(&policy).unwrap());
+    let count = node
+        .sh("nft", &["list", "set", "inet", "cni-rs", "nomasq4"])
+        .matches("/24")
+        .count();
+    assert_eq!(count, 5000);
+    eprintln!(
+        "add_route x5000: {added:?}; our_routes over 5000: {listed:?}; apply_firewall with 5000 ranges: {applied:?}"
+    );
+}
