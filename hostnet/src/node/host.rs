@@ -219,9 +219,19 @@ impl NodeNet for HostNodeNet {
     }
 
     fn remove_firewall(&self) -> Result<(), NodeNetError> {
-        self.with_nft("remove firewall", |nf| {
+        let op = "remove firewall";
+        // A kernel without nfnetlink or nf_tables holds nothing of ours: absent is success.
+        match self.nft(op) {
+            Err(e) if e.errno == Some(nix::libc::EPROTONOSUPPORT) => return Ok(()),
+            Err(e) => return Err(e),
+            Ok(_) => {}
+        }
+        self.with_nft(op, |nf| {
             let msgs = firewall::apply_batch(nf, &NodePolicy::default())?;
-            nf.batch(&msgs)
+            match nf.batch(&msgs) {
+                Err(NftError::NoNfTables { .. }) => Ok(()),
+                other => other,
+            }
         })
     }
 
