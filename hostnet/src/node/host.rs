@@ -96,27 +96,40 @@ impl HostNodeNet {
         f(sock).map_err(from_nft(op))
     }
 
-    /// A legacy (x_tables) iptables `filter` table is one nf_tables cannot see: its
-    /// FORWARD policy, if DROP, drops pod traffic whatever we do. Said once per apply.
-    fn warn_if_legacy_iptables(&self) {
-        let legacy = self.netns.run(|| {
+    /// The families with a legacy (x_tables, not nf_tables) iptables `filter` table in
+    /// our namespace: `ip_tables_names` and/or `ip6_tables_names` list it. nf_tables cannot
+    /// see such a table, so a FORWARD policy of DROP there drops pod traffic whatever we do.
+    pub fn legacy_iptables_filters(&self) -> Vec<&'static str> {
+        let found = self.netns.run(|| {
             ["ip_tables_names", "ip6_tables_names"]
-                .iter()
+                .into_iter()
                 .filter(|f| {
                     std::fs::read_to_string(format!("/proc/thread-self/net/{f}"))
                         .is_ok_and(|t| t.lines().any(|l| l == "filter"))
                 })
-                .count()
+                .collect()
         });
-        if legacy.unwrap_or(0) > 0 {
+        found.unwrap_or_default()
+    }
+
+    fn warn_if_legacy_iptables(&self) {
+        let legacy = self.legacy_iptables_filters();
+        if !legacy.is_empty() {
             eprintln!(
-                "warning: this node has legacy (non-nf_tables) iptables filter tables; \
+                "warning: this node has legacy (non-nf_tables) iptables filter tables ({}); \
                  a FORWARD policy of DROP there is not overridden for pod traffic \
-                 (add `iptables -I FORWARD -s <podCIDR> -j ACCEPT` and `-d` there, or use iptables-nft)"
+                 (add `iptables -I FORWARD -s <podCIDR> -j ACCEPT` and `-d` there, or use iptables-nft)",
+                legacy.join(", ")
             );
         }
     }
 }
+
+/// The agent runs its reconcile and its health endpoint on different threads.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<HostNodeNet>();
+};
 
 impl NodeNet for HostNodeNet {
     fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError> {

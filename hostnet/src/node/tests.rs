@@ -674,3 +674,24 @@ fn five_thousand_routes_and_ranges_land_whole() {
         "add_route x5000: {added:?}; our_routes over 5000: {listed:?}; apply_firewall with 5000 ranges: {applied:?}"
     );
 }
+
+#[test]
+fn a_legacy_iptables_filter_table_is_detected() {
+    let test = "a_legacy_iptables_filter_table_is_detected";
+    if !privileged(test) {
+        return;
+    }
+    let node = Ns::new();
+    let legacy = node.run("iptables-legacy", &["--version"]).is_some();
+    if !available(test, "iptables-legacy (apt-get install iptables)", legacy) {
+        return;
+    }
+    let k = node.node();
+    node.sh("iptables", &["-P", "FORWARD", "DROP"]);
+    assert!(
+        k.legacy_iptables_filters().is_empty(),
+        "iptables-nft is not legacy"
+    );
+    node.sh("iptables-legacy", &["-P", "FORWARD", "DROP"]);
+    assert_eq!(k.legacy_iptables_filters(), vec!["ip_tables_names"]);
+}
