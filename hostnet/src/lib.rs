@@ -5,6 +5,7 @@
 
 pub mod firewall;
 pub mod netlink;
+pub mod nftnl;
 pub mod node;
 pub mod sysctl;
 
