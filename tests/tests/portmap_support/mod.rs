@@ -73,9 +73,14 @@ impl Node {
         &self.env.host
     }
 
+    /// As the cluster's conflist: hairpin mode on the ports (a bridged pod's connection
+    /// DNATed back to itself leaves by the port it came in; br_netfilter sees it bridged).
     pub fn bridge_conf(&self) -> Value {
-        self.env
-            .conf(VERSION, &self.subnets, json!({"ipMasq": true}))
+        self.env.conf(
+            VERSION,
+            &self.subnets,
+            json!({"ipMasq": true, "hairpinMode": true}),
+        )
     }
 
     /// The portmap config a runtime sends: `runtimeConfig.portMappings`, the bridge's result.
