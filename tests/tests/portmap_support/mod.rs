@@ -3,7 +3,7 @@
 //! A test's node is the bridge harness's fake "host" netns (our bridge and host-local in
 //! CNI_PATH); portmap (ours or the Go one) is chained after the bridge there, as a runtime
 //! chains it, with the bridge's result as prevResult.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 #[path = "../bridge_support/mod.rs"]
 mod bridge;
@@ -13,7 +13,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use bridge::{BRIDGE, Env, IFNAME, NETWORK, merge};
+pub use bridge::{BRIDGE, Env, IFNAME, NETWORK, error_of, merge};
 use cni_tests::{NamedNetns, PluginOutput, PluginRun, bin_path, go_plugin_path};
 use serde_json::{Value, json};
 
