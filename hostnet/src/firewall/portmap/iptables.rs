@@ -180,12 +180,15 @@ fn add_script(nat: &Nat, maps: &PortMaps, ip: &IpNetwork) -> Result<Vec<String>>
     Ok(new_chains)
 }
 
-pub fn add(maps: &PortMaps, ip: &IpNetwork) -> Result<()> {
+/// Refuses what the config gives that a script cannot carry.
+pub fn validate(maps: &PortMaps, v6: bool) -> Result<()> {
     if let MarkChain::External(name) = &maps.mark {
         rules::check_chain_name(name)?;
     }
-    // Refused conditions fail before anything is read.
-    rules::entry_rules(maps, ip.is_ipv6())?;
+    rules::entry_rules(maps, v6).map(drop)
+}
+
+pub fn add(maps: &PortMaps, ip: &IpNetwork) -> Result<()> {
     read_plan_apply(ip.is_ipv6(), false, |nat| add_script(nat, maps, ip))
 }
 

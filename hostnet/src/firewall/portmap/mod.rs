@@ -111,6 +111,7 @@ impl PortMaps<'_> {
 /// batch per family, the families at once. Rules this attachment had are replaced. On a
 /// failure nothing of this attachment is left.
 pub fn add(backend: Backend, maps: &PortMaps, ips: &[IpNetwork]) -> Result<()> {
+    validate(backend, maps, ips)?;
     let result = per_family(ips, |ip| match backend {
         Backend::IpTables => iptables::add(maps, ip),
         Backend::NfTables => nftables::add(maps, ip),
@@ -119,6 +120,18 @@ pub fn add(backend: Backend, maps: &PortMaps, ips: &[IpNetwork]) -> Result<()> {
         let _ = remove(Some(backend), maps.network, maps.container_id);
     }
     result
+}
+
+/// What the config gives for the scripts (conditions, a chain name, the comment) is
+/// checked for every family before any is written.
+fn validate(backend: Backend, maps: &PortMaps, ips: &[IpNetwork]) -> Result<()> {
+    for ip in ips {
+        match backend {
+            Backend::IpTables => iptables::validate(maps, ip.is_ipv6())?,
+            Backend::NfTables => nftables::validate(maps, ip.is_ipv6())?,
+        }
+    }
+    Ok(())
 }
 
 /// Whether every rule [`add`] installs for `ips` is present.

@@ -31,8 +31,13 @@ fn deletions(listing: &Listing, v6: bool, container_id: &str) -> Vec<String> {
 
 /// Installs the mappings to `ip`, replacing rules the attachment had (the reference adds
 /// them again beside the old ones).
-pub fn add(maps: &PortMaps, ip: &IpNetwork) -> Result<()> {
+/// Refuses what the config gives that a script cannot carry.
+pub fn validate(maps: &PortMaps, v6: bool) -> Result<()> {
     nft::check_comment(maps.container_id)?;
+    rules::nft_base(maps, v6).map(drop)
+}
+
+pub fn add(maps: &PortMaps, ip: &IpNetwork) -> Result<()> {
     let v6 = ip.is_ipv6();
     let base = rules::nft_base(maps, v6)?;
     let added: String = rules::nft_rules(maps, ip)

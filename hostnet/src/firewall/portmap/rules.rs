@@ -219,11 +219,10 @@ pub fn nft_base(maps: &PortMaps, v6: bool) -> Result<String> {
         format!("add table {t} {{ comment \"CNI portmap plugin\" ; }}"),
         format!("add chain {t} {NFT_HOSTPORTS}"),
         format!("add chain {t} {NFT_HOSTIP_HOSTPORTS}"),
-        format!("add chain {t} prerouting {{ type nat hook prerouting priority dstnat ; }}"),
+        format!("add chain {t} prerouting {{ type nat hook prerouting priority -100 ; }}"),
         format!("flush chain {t} prerouting"),
         format!("add rule {t} prerouting{conds} jump {NFT_HOSTIP_HOSTPORTS}"),
         format!("add rule {t} prerouting{conds} jump {NFT_HOSTPORTS}"),
-        // dstnat is not allowed on the output hook; the reference gives its number.
         format!("add chain {t} output {{ type nat hook output priority -100 ; }}"),
         format!("flush chain {t} output"),
         format!("add rule {t} output{conds} jump {NFT_HOSTIP_HOSTPORTS}"),
@@ -231,7 +230,7 @@ pub fn nft_base(maps: &PortMaps, v6: bool) -> Result<String> {
     ];
     if maps.snat {
         lines.push(format!(
-            "add chain {t} {NFT_MASQUERADING} {{ type nat hook postrouting priority srcnat ; }}"
+            "add chain {t} {NFT_MASQUERADING} {{ type nat hook postrouting priority 100 ; }}"
         ));
     }
     Ok(lines.join("\n") + "\n")
@@ -253,12 +252,14 @@ pub fn nft_rules(maps: &PortMaps, ip: &IpNetwork) -> Vec<String> {
             Some(d) => (NFT_HOSTIP_HOSTPORTS, format!(" {f} daddr {d}")),
             None => (NFT_HOSTPORTS, String::new()),
         };
-        out.push(format!(
-            "add rule {t} {chain}{dst} {f} protocol {} th dport {} dnat {f} addr . port to {to} . {} comment \"{c}\"",
-            m.protocol.as_str(),
-            m.host_port,
-            m.container_port
-        ));
+        let (p, hp, cp) = (m.protocol.as_str(), m.host_port, m.container_port);
+        let dnat = match v6 {
+            false => format!("ip protocol {p} th dport {hp} dnat ip addr . port to {to} . {cp}"),
+            // The reference's `ip6 protocol` is no nft syntax and nft 1.0.6 aborts on an
+            // IPv6 `addr . port` mapping: the same rule (as nft lists it) said another way.
+            true => format!("meta l4proto {p} th dport {hp} dnat ip6 to [{to}]:{cp}"),
+        };
+        out.push(format!("add rule {t} {chain}{dst} {dnat} comment \"{c}\""));
     }
     if maps.snat {
         out.push(format!(
