@@ -33,12 +33,10 @@ pub fn del(args: &CmdArgs) -> Result<(), PortmapError> {
 /// goes).
 pub fn gc(args: &CmdArgs) -> Result<(), PortmapError> {
     let common = NetConf::parse(&args.stdin_data)?;
-    let valid: BTreeSet<&str> = match common.gc_attachments() {
-        Ok(None) => return Ok(()),
-        Ok(Some(list)) => list.iter().map(|a| a.container_id.as_str()).collect(),
-        // The only refusal is a null list.
-        Err(_) => BTreeSet::new(),
+    let Some(list) = common.gc_attachments() else {
+        return Ok(());
     };
+    let valid: BTreeSet<&str> = list.iter().map(|a| a.container_id.as_str()).collect();
     let valid: Vec<&str> = valid.into_iter().collect();
     portmap::gc(&common.name, &valid).map_err(firewall("could not collect port mappings"))
 }
