@@ -329,3 +329,48 @@ fn a_failed_add_leaves_no_rule() {
     assert_eq!(node.attachment_rules(), Vec::<String>::new());
     node.detach(&pod);
 }
+
+#[test]
+fn concurrent_adds_on_a_fresh_node_keep_every_rule() {
+    if !privileged("concurrent_adds_on_a_fresh_node_keep_every_rule") {
+        return;
+    }
+    // Every ADD finds the shared chains missing and races to create them: the losers'
+    // restores fail whole and are planned again, so no jump is flushed or doubled.
+    let node = Node::new("pmconc");
+    let pods: Vec<Pod> = (0..6)
+        .map(|i| node.attach(&format!("pm-conc-{i}")))
+        .collect();
+    std::thread::scope(|s| {
+        for (i, pod) in pods.iter().enumerate() {
+            let node = &node;
+            s.spawn(move || node.map(&ours(), pod, &[tcp(30100 + i as u16, 80)]));
+        }
+    });
+    let rules = node.portmap_rules();
+    for i in 0..6 {
+        let jumps = (rules.iter())
+            .filter(|r| {
+                r.starts_with("-A CNI-HOSTPORT-DNAT")
+                    && r.contains(&format!("--dports {} ", 30100 + i))
+            })
+            .count();
+        assert_eq!(jumps, 2, "one jump per family for port {}", 30100 + i);
+    }
+    for shared in [
+        "-A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+        "-A OUTPUT -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+        "-A CNI-HOSTPORT-MASQ -m mark --mark 0x2000/0x2000 -j MASQUERADE",
+    ] {
+        assert_eq!(
+            rules.iter().filter(|r| *r == shared).count(),
+            2,
+            "{shared} once per family"
+        );
+    }
+    for (i, pod) in pods.iter().enumerate() {
+        node.unmap(&ours(), pod, &[tcp(30100 + i as u16, 80)]);
+        node.detach(pod);
+    }
+    assert_eq!(node.attachment_rules(), Vec::<String>::new());
+}
