@@ -115,3 +115,38 @@ fn ipv6_mappings_reach_the_pod() {
     assert_eq!(tcp_get(&client, &format!("[{NODE6}]:30080")), None);
     node.detach(&pod);
 }
+
+#[test]
+fn a_udp_flow_seen_before_the_mapping_reaches_the_pod_after_it() {
+    if !privileged("a_udp_flow_seen_before_the_mapping_reaches_the_pod_after_it") {
+        return;
+    }
+    // The stale entry is deleted with conntrack-tools (kube-proxy's dependency too).
+    let conntrack = std::path::Path::new("/usr/sbin/conntrack").exists();
+    if !testkit::available("a_udp_flow_seen_before_the_mapping", "conntrack", conntrack) {
+        return;
+    }
+    let node = Node::new("pmct");
+    let client = node.client();
+    let pod = node.attach("pm-ct");
+    let _udp = UdpServer::start(&pod.ns, 53, "pod");
+    // One client socket, one flow: its first datagram meets no mapping and makes a
+    // conntrack entry without NAT, which every later datagram of the flow would follow.
+    let sock = client.run(|| std::net::UdpSocket::bind("0.0.0.0:0").unwrap());
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+    let to = format!("{NODE4}:30055");
+    let ask = |sock: &std::net::UdpSocket| {
+        sock.send_to(b"ping", to.as_str()).unwrap();
+        let mut buf = [0u8; 64];
+        sock.recv_from(&mut buf)
+            .ok()
+            .map(|(n, _)| String::from_utf8_lossy(&buf[..n]).into_owned())
+    };
+    assert_eq!(ask(&sock), None);
+    node.map(&ours(), &pod, &[udp(30055, 53)]);
+    let got = ask(&sock).expect("the flow reaches the pod once mapped");
+    assert!(got.starts_with("pod "), "{got}");
+    node.unmap(&ours(), &pod, &[udp(30055, 53)]);
+    node.detach(&pod);
+}

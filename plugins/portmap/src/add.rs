@@ -29,6 +29,12 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, PortmapError> {
     let maps = port_maps(&conf, args);
     let backend = conf.backend()?;
     let used = install(backend, &maps, &ips).map_err(firewall("unable to set up port mappings"))?;
+    // After the rules, so new packets take them; failures are informative only.
+    for ip in &ips {
+        if let Err(e) = portmap::delete_udp_entries(&conf.mappings, ip.is_ipv6()) {
+            libcni::log!("portmap: failed to delete stale UDP conntrack entries for {ip}: {e}");
+        }
+    }
     if let Err(e) = localnet(&conf, &ips) {
         let _ = portmap::remove(Some(used), maps.network, maps.container_id);
         return Err(e);

@@ -7,11 +7,13 @@
 //! Each family is written in one batch (one `iptables-restore`, one `nft` transaction)
 //! after one read, so a family's mappings appear whole or not at all.
 
+mod conntrack;
 mod iptables;
 mod localnet;
 mod nftables;
 mod rules;
 
+pub use conntrack::delete_udp_entries;
 pub use localnet::{LocalnetError, enable_route_localnet};
 
 use std::net::IpAddr;
