@@ -88,6 +88,7 @@ if [[ $EUID -eq 0 ]]; then
     # The benchmark and timing scripts in their short modes, so they cannot rot: they fail
     # on an operation failure or a leak, never on a figure.
     run_step bench-bridge scripts/bench-bridge.sh 3 20
+    run_step bench-portmap scripts/bench-portmap.sh 3
     run_step timings scripts/timings.sh 3
     run_step kernel-floor scripts/kernel-floor.sh 3 20
 elif [[ -n ${CI:-} ]]; then

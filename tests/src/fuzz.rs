@@ -22,6 +22,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("bridge_config", bridge_config),
     ("host_local_config", host_local_config),
     ("host_local_store", host_local_store),
+    ("portmap_config", portmap_config),
 ];
 
 /// A result of any version, read at every default version, rendered at every version;
@@ -126,6 +127,27 @@ pub fn bridge_config(data: &[u8]) {
         let (same, ignored) = tolerant.expect("DEL reads what ADD reads");
         assert_eq!(same, conf);
         assert!(ignored.is_empty(), "{ignored:?}");
+    }
+}
+
+/// portmap's config: whatever it accepts holds only valid mappings, and the container
+/// addresses it picks from prevResult are of distinct families.
+pub fn portmap_config(data: &[u8]) {
+    let Ok(conf) = portmap::config::PortmapConf::load(data) else {
+        return;
+    };
+    assert!(
+        (conf.mappings.iter()).all(|m| m.host_port > 0 && m.container_port > 0),
+        "{:?}",
+        conf.mappings
+    );
+    for version in SUPPORTED {
+        let Ok(version) = libcni::version::Version::parse(version) else {
+            continue;
+        };
+        if let Ok(ips) = conf.container_ips(version, "eth0") {
+            assert!(ips.len() <= 2 && !(ips.len() == 2 && ips[0].is_ipv4() == ips[1].is_ipv4()));
+        }
     }
 }
 

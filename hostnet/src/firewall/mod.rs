@@ -17,6 +17,7 @@ pub mod iptables;
 pub mod names;
 mod nft;
 pub mod nftables;
+pub mod portmap;
 pub mod spoofcheck;
 
 #[cfg(test)]
