@@ -3,13 +3,13 @@
 //! the error JSON and exit status 1). Env and IO are injectable for tests.
 
 use crate::error::{Error, code};
-use crate::goquote::{quote, quote_list};
-use crate::netns::{Netns, NetnsError};
 use crate::types::CniResult;
 use crate::version::{self, Version};
 use std::io::{Read, Write};
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
+use sysproc::goquote::{quote, quote_list};
+use sysproc::netns::{Netns, NetnsError};
 
 /// `eprintln!` for plugins: one line on stderr (where plugin logs go), dropped when stderr
 /// is gone. `eprintln!` panics then (EPIPE once the runtime that started us died), which
@@ -35,7 +35,7 @@ pub struct CmdArgs {
     pub stdin_data: Vec<u8>,
     /// CNI_NETNS, opened once for the call (by skel's own-netns check, else by the verb's
     /// first [`open_netns`](Self::open_netns)).
-    pub opened_netns: crate::netns::OpenOnce,
+    pub opened_netns: sysproc::netns::OpenOnce,
     /// The config's `cniVersion`, parsed once by skel (a verb only ever sees a supported
     /// one: [`version::SUPPORTED`], each printed by `Version` exactly as written; an empty
     /// or absent `cniVersion` is 0.1.0).
@@ -84,7 +84,7 @@ pub struct Io<'a> {
 
 /// Runs the plugin on the real process env and stdio, then exits with its status.
 pub fn plugin_main(plugin: &dyn Plugin, about: &str) -> ! {
-    crate::step::start();
+    sysproc::step::start();
     install_panic_hook();
     let getenv = |k: &str| std::env::var(k).ok();
     let (mut stdin, mut stdout, mut stderr) =
@@ -99,7 +99,7 @@ pub fn plugin_main(plugin: &dyn Plugin, about: &str) -> ! {
             stderr: &mut stderr,
         },
     );
-    crate::step::finish();
+    sysproc::step::finish();
     std::process::exit(status)
 }
 

@@ -441,7 +441,10 @@ fn the_verb_gets_the_netns_skel_opened() {
         let (_, args) = &p.calls.borrow()[0];
         assert!(args.opened_netns.is_opened(), "{verb}");
         let e = args.open_netns().unwrap_err();
-        assert!(matches!(e, crate::netns::NetnsError::NotExist(_)), "{e:?}");
+        assert!(
+            matches!(e, sysproc::netns::NetnsError::NotExist(_)),
+            "{e:?}"
+        );
     }
     // Not checked, so not opened before the verb asks.
     let mut env = full_env("ADD");

@@ -8,7 +8,7 @@
 //! finishes, and given its script once the addresses are known). IPAM starts only after
 //! the check that the container has no interface of that name (an ADD repeated for a
 //! living attachment must not touch its address). Every child process dies with ours
-//! (`libcni::invoke::die_with_caller`). A failure on either side undoes both; both
+//! (`sysproc::tie::die_with_caller`). A failure on either side undoes both; both
 //! failures are reported.
 
 use crate::config::{BridgeConf, mac_string};
@@ -23,10 +23,10 @@ use hostnet::firewall::names;
 use hostnet::netlink::Link;
 use ipnetwork::IpNetwork;
 use libcni::skel::CmdArgs;
-use libcni::step;
-use libcni::task::{self, Started};
 use libcni::types::{CniResult, Interface};
 use libcni::version::Version;
+use sysproc::step;
+use sysproc::task::{self, Started};
 
 /// Attempts at a free random host veth name.
 const VETH_NAME_ATTEMPTS: usize = 10;

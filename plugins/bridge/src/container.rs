@@ -4,10 +4,10 @@
 use crate::error::{BridgeError, During, Op, Source};
 use crate::kernel::{Kernel, Links, Sandbox, Sysctl};
 use hostnet::netlink::RouteSpec;
-use libcni::step;
 use libcni::types::CniResult;
 use std::net::IpAddr;
 use std::time::Duration;
+use sysproc::step;
 
 /// How long IPv6 addresses may stay tentative before ADD fails.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);

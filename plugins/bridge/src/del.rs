@@ -15,11 +15,11 @@ use crate::error::{BridgeError, During, NotOurs, Op, Source};
 use crate::kernel::{Kernel, Links, Sandbox};
 use hostnet::netlink::Link;
 use ipnetwork::IpNetwork;
-use libcni::netns::NetnsError;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
 use libcni::version::Version;
-use libcni::{step, task};
+use sysproc::netns::NetnsError;
+use sysproc::{step, task};
 
 /// What DEL found of the container side.
 enum ContainerSide {

@@ -9,11 +9,11 @@ use hostnet::netlink::NetlinkError;
 use hostnet::sysctl::SysctlError;
 use ipnetwork::IpNetwork;
 use libcni::error::code;
-use libcni::netns::NetnsError;
-use libcni::step::Injected;
 use std::fmt;
 use std::io;
 use std::net::IpAddr;
+use sysproc::netns::NetnsError;
+use sysproc::step::Injected;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {

@@ -6,9 +6,9 @@ use crate::gateway::Gateways;
 use crate::kernel::{Kernel, Links};
 use hostnet::netlink::{IpFamily, Link};
 use ipnetwork::IpNetwork;
-use libcni::step;
 use libcni::types::{CniResult, Interface};
 use std::net::IpAddr;
+use sysproc::step;
 
 /// Creates the bridge if needed (a concurrent creator winning the race is fine), checks
 /// that an existing link of that name is a bridge, and brings it up. Errors carry the

@@ -1,6 +1,6 @@
 //! The seam between the bridge's verbs and the node: netlink in the host and container
 //! namespaces ([`Links`]), namespaces, sysctls, the firewall and IPAM delegation
-//! ([`Kernel`]). [`Real`] hands each call to `hostnet`, `libcni::netns` and
+//! ([`Kernel`]). [`Real`] hands each call to `hostnet`, `sysproc::netns` and
 //! `libcni::invoke`; the unit tests drive the verbs through a recording fake
 //! (`kernel/fake.rs`), so rollback order, DEL's tolerance and CHECK's decisions are
 //! tested without root. The verbs take `&dyn Kernel` (shared by DEL's concurrent steps,
@@ -12,13 +12,13 @@ use hostnet::netlink::{Address, IpFamily, Link, Netlink, NetlinkError, Route, Ro
 use hostnet::sysctl::{self, SysctlError};
 use ipnetwork::IpNetwork;
 use libcni::invoke::Delegate;
-use libcni::netns::{Netns, NetnsError};
 use libcni::skel::CmdArgs;
 use libcni::types::CniResult;
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
+use sysproc::netns::{Netns, NetnsError};
 
 #[cfg(test)]
 pub mod fake;

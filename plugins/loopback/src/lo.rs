@@ -5,10 +5,10 @@
 use hostnet::netlink::{Link, Netlink, NetlinkError};
 use ipnetwork::IpNetwork;
 use libcni::Error;
-use libcni::goquote::quote;
-use libcni::netns::NetnsError;
 use libcni::skel::CmdArgs;
 use std::net::IpAddr;
+use sysproc::goquote::quote;
+use sysproc::netns::NetnsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoError {

@@ -10,13 +10,13 @@ use hostnet::netlink::{Address, IpFamily, Link, NetlinkError, Route, RouteSpec};
 use hostnet::sysctl::SysctlError;
 use ipnetwork::IpNetwork;
 use libcni::invoke::Delegate;
-use libcni::netns::NetnsError;
 use libcni::skel::CmdArgs;
 use libcni::types::CniResult;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use sysproc::netns::NetnsError;
 
 /// The plugin's own namespace.
 pub const HOST: &str = "host";
