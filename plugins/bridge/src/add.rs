@@ -16,10 +16,10 @@ use crate::container;
 use crate::error::{BridgeError, During, Op, Source};
 use crate::gateway::{Gateways, calc_gateways};
 use crate::host;
-use crate::kernel::{Kernel, Links, Sandbox};
+use crate::ipam::Ipam;
 use crate::rollback::Rollback;
-use hostnet::firewall::iptables::Prestarted;
 use hostnet::firewall::names;
+use hostnet::kernel::{Kernel, Links, MasqueradeReady};
 use hostnet::netlink::Link;
 use ipnetwork::IpNetwork;
 use libcni::skel::CmdArgs;
@@ -39,49 +39,54 @@ pub struct Added {
     pub json: String,
 }
 
-pub fn add(k: &dyn Kernel, args: &CmdArgs) -> Result<Added, BridgeError> {
+pub fn add<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<Added, BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
     if !conf.is_layer3() && args.version < Version::V0_3_0 {
         // The reference finds this out only after creating the veth.
         return Err(BridgeError::NoValidIps);
     }
-    let netns = k.open_netns(args).during(Op::OpenNetns {
-        path: args.netns.clone(),
-    })?;
+    let netns = k
+        .open_netns(&args.netns, &args.opened_netns)
+        .during(Op::OpenNetns {
+            path: args.netns.clone(),
+        })?;
     let host = k.host().during(Op::OpenNetlink)?;
     let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
     let mut rollback = Rollback::default();
     let attach = Attach {
         k,
+        ipam,
         args,
         conf: &conf,
         netns: &netns,
-        host: &*host,
-        ctr: &*ctr,
+        host: &host,
+        ctr: &ctr,
     };
     match attach.run(&mut rollback) {
         Ok(result) => Ok(result),
         Err(e) => {
-            rollback.run(k, &*host, &conf, args);
+            rollback.run(k, ipam, &host, &conf, args);
             Err(e)
         }
     }
 }
 
 /// One ADD: the call, its config, and the node as it sees it.
-struct Attach<'a> {
-    k: &'a dyn Kernel,
+struct Attach<'a, K: Kernel> {
+    k: &'a K,
+    ipam: &'a dyn Ipam,
     args: &'a CmdArgs,
     conf: &'a BridgeConf,
-    netns: &'a Sandbox,
-    host: &'a dyn Links,
-    ctr: &'a dyn Links,
+    netns: &'a K::Netns,
+    host: &'a K::Conn,
+    ctr: &'a K::Conn,
 }
 
-impl Attach<'_> {
+impl<K: Kernel> Attach<'_, K> {
     fn run(&self, rollback: &mut Rollback) -> Result<Added, BridgeError> {
         let Attach {
             k,
+            ipam,
             args,
             conf,
             host,
@@ -97,19 +102,21 @@ impl Attach<'_> {
                 ifname: args.ifname.clone(),
             });
         }
-        let ipam = conf.is_layer3().then(|| conf.ipam(args));
-        let (links, masq_tool, ipam_result) = std::thread::scope(|s| {
-            let ipam_add = ipam
+        let ipam_conf = conf.is_layer3().then(|| conf.ipam(args));
+        let (links, masq_ready, ipam_result) = std::thread::scope(|s| {
+            let ipam_add = ipam_conf
                 .as_ref()
-                .map(|ipam| task::start(s, || k.ipam_add(ipam)));
+                .map(|delegate| task::start(s, || ipam.add(delegate)));
             let links = self.make_links(rollback);
             // The masquerade's tool starts up while IPAM finishes (it needs IPAM's addresses).
             // Started here, on the thread that lives as long as the plugin: the tool dies
             // with the thread that started it.
-            let masq_tool = (conf.ip_masq && ipam.is_some() && links.is_ok())
-                .then(|| k.prestart_ipmasq(conf.ip_masq_backend))
-                .flatten();
-            (links, masq_tool, ipam_add.map(Started::join))
+            let masq_ready = if conf.ip_masq && ipam_conf.is_some() && links.is_ok() {
+                k.prepare_masquerade(conf.ip_masq_backend)
+            } else {
+                MasqueradeReady::default()
+            };
+            (links, masq_ready, ipam_add.map(Started::join))
         });
         let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
         rollback.ipam = matches!(ipam_result, Ok(Some(_)));
@@ -146,7 +153,7 @@ impl Attach<'_> {
         // other, and the rules' exec is ADD's longest step.
         let (configured, masq) = std::thread::scope(|s| {
             let masq = (!masq_ips.is_empty())
-                .then(|| task::start(s, || set_up_ipmasq(k, args, conf, &masq_ips, masq_tool)));
+                .then(|| task::start(s, || set_up_ipmasq(k, args, conf, &masq_ips, masq_ready)));
             let configured = self.configure(&br, &host_veth, &ctr_veth, gateways, &mut result);
             (configured, masq.map_or(Ok(()), Started::join))
         });
@@ -186,6 +193,7 @@ impl Attach<'_> {
             netns,
             host,
             ctr,
+            ..
         } = *self;
         let mut pinned_bridge = None;
         if let Some(gateways) = gateways {
@@ -233,7 +241,7 @@ impl Attach<'_> {
         let (host_veth, ctr_veth) = self.setup_veth(&br, rollback)?;
         if conf.macspoofchk {
             rollback.spoofcheck = true;
-            k.setup_spoofcheck(
+            k.spoof_check(
                 &args.container_id,
                 &args.ifname,
                 &host_veth.name,
@@ -261,11 +269,12 @@ impl Attach<'_> {
             netns,
             host,
             ctr,
+            ..
         } = *self;
         let mut host_name = host::random_veth_name()?;
         let mut attempt = 1;
         loop {
-            match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns) {
+            match k.create_veth(host, &host_name, &args.ifname, conf.mtu, conf.mac, netns) {
                 Ok(()) => {
                     rollback.host_veth = Some(host_name.clone());
                     step::point("bridge.veth-created")?;
@@ -311,15 +320,15 @@ impl Attach<'_> {
     }
 }
 
-fn set_up_ipmasq(
-    k: &dyn Kernel,
+fn set_up_ipmasq<K: Kernel>(
+    k: &K,
     args: &CmdArgs,
     conf: &BridgeConf,
     ips: &[IpNetwork],
-    tool: Option<Prestarted>,
+    ready: MasqueradeReady,
 ) -> Result<(), BridgeError> {
     let att = conf.attachment(args);
-    k.setup_ipmasq(conf.ip_masq_backend, &att, ips, tool)
+    k.masquerade(conf.ip_masq_backend, &att, ips, ready)
         .during(Op::SetUpIpMasq { ips: ips.to_vec() })?;
     step::point("bridge.ipmasq-set")?;
     Ok(())

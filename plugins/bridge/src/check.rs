@@ -5,18 +5,21 @@
 use crate::config::{BridgeConf, mac_string};
 use crate::error::{BridgeError, During, Op};
 use crate::host;
-use crate::kernel::{Kernel, Links};
+use crate::ipam::Ipam;
+use hostnet::kernel::{Kernel, Links};
 use hostnet::netlink::{IpFamily, Link};
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
 
-pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
+pub fn check<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
-    let netns = k.open_netns(args).during(Op::OpenNetns {
-        path: args.netns.clone(),
-    })?;
+    let netns = k
+        .open_netns(&args.netns, &args.opened_netns)
+        .during(Op::OpenNetns {
+            path: args.netns.clone(),
+        })?;
     if conf.is_layer3() {
-        k.ipam_run(&conf.ipam(args), "CHECK")?;
+        ipam.run(&conf.ipam(args), "CHECK")?;
     }
     let prev = conf
         .common
@@ -31,14 +34,14 @@ pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
         .iter()
         .find(|i| i.name == args.ifname && i.sandbox == args.netns);
     let host = k.host().during(Op::OpenNetlink)?;
-    let br = check_bridge(&*host, &conf, br_entry)?;
+    let br = check_bridge(&host, &conf, br_entry)?;
     let ctr_entry = ctr_entry.ok_or_else(|| BridgeError::SandboxMismatch {
         netns: args.netns.clone(),
     })?;
 
     let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
-    let ctr_link = check_container_iface(&*ctr, ctr_entry)?;
-    let host_veth = find_host_veth(&*host, &result, &br, &ctr_link)?;
+    let ctr_link = check_container_iface(&ctr, ctr_entry)?;
+    let host_veth = find_host_veth(&host, &result, &br, &ctr_link)?;
     if host_veth.hairpin != Some(conf.hairpin_mode) {
         return Err(BridgeError::Hairpin {
             port: host_veth.name,
@@ -48,7 +51,7 @@ pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     }
     if conf.macspoofchk {
         let ok = k
-            .check_spoofcheck(
+            .spoof_check_present(
                 &args.container_id,
                 &args.ifname,
                 &host_veth.name,
@@ -62,13 +65,13 @@ pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
         }
     }
     if conf.is_layer3() {
-        check_addresses(&*ctr, &ctr_link, &result)?;
-        check_routes(&*ctr, &result)?;
+        check_addresses(&ctr, &ctr_link, &result)?;
+        check_routes(&ctr, &result)?;
         if conf.ip_masq {
             let att = conf.attachment(args);
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             let ok = k
-                .check_ipmasq(conf.ip_masq_backend, &att, &ips)
+                .masquerade_present(conf.ip_masq_backend, &att, &ips)
                 .during(Op::ReadIpMasq)?;
             if !ok {
                 return Err(BridgeError::IpMasqMissing {

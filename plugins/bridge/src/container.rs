@@ -2,7 +2,7 @@
 //! (Go `ipam.ConfigureIface` plus the bridge plugin's DAD and arp_notify settings).
 
 use crate::error::{BridgeError, During, Op, Source};
-use crate::kernel::{Kernel, Links, Sandbox, Sysctl};
+use hostnet::kernel::{Kernel, Links, Sysctl};
 use hostnet::netlink::RouteSpec;
 use libcni::types::CniResult;
 use std::net::IpAddr;
@@ -13,9 +13,9 @@ use sysproc::step;
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Writes the container's sysctls in one trip into the namespace.
-pub fn set_sysctls(
-    k: &dyn Kernel,
-    netns: &Sandbox,
+pub fn set_sysctls<K: Kernel>(
+    k: &K,
+    netns: &K::Netns,
     ifname: &str,
     enable_dad: bool,
     has_ipv6: bool,

@@ -3,7 +3,7 @@
 use crate::config::BridgeConf;
 use crate::error::{BridgeError, During, Op, Source};
 use crate::gateway::Gateways;
-use crate::kernel::{Kernel, Links};
+use hostnet::kernel::{Kernel, Links};
 use hostnet::netlink::{IpFamily, Link};
 use ipnetwork::IpNetwork;
 use libcni::types::{CniResult, Interface};
@@ -13,8 +13,8 @@ use sysproc::step;
 /// Creates the bridge if needed (a concurrent creator winning the race is fine), checks
 /// that an existing link of that name is a bridge, and brings it up. Errors carry the
 /// reference's `failed to create bridge "<name>": ` prefix.
-pub fn ensure_bridge(
-    k: &dyn Kernel,
+pub fn ensure_bridge<K: Kernel>(
+    k: &K,
     nl: &dyn Links,
     conf: &BridgeConf,
 ) -> Result<Link, BridgeError> {
@@ -24,8 +24,8 @@ pub fn ensure_bridge(
     })
 }
 
-fn create_or_reuse_bridge(
-    k: &dyn Kernel,
+fn create_or_reuse_bridge<K: Kernel>(
+    k: &K,
     nl: &dyn Links,
     conf: &BridgeConf,
 ) -> Result<Link, BridgeError> {
@@ -126,8 +126,8 @@ fn require_bridge(link: &Link) -> Result<(), BridgeError> {
 /// for each family that has one. When an address was added, pins the link's MAC to its
 /// current value (or it follows the lowest port MAC as ports churn) and returns the link
 /// as read for that. Errors carry the reference's `failed to set bridge addr: ` prefix.
-pub fn ensure_gateways(
-    k: &dyn Kernel,
+pub fn ensure_gateways<K: Kernel>(
+    k: &K,
     nl: &dyn Links,
     link: &Link,
     gateways: &Gateways,
@@ -225,7 +225,7 @@ fn ensure_gateway_addr(
 }
 
 /// Turns on forwarding for the family (written only when not already 1).
-fn enable_forwarding(k: &dyn Kernel, family: IpFamily) -> Result<(), BridgeError> {
+fn enable_forwarding<K: Kernel>(k: &K, family: IpFamily) -> Result<(), BridgeError> {
     let name: &[&str] = match family {
         IpFamily::V4 => &["net", "ipv4", "ip_forward"],
         IpFamily::V6 => &["net", "ipv6", "conf", "all", "forwarding"],
@@ -248,9 +248,9 @@ pub fn random_veth_name() -> Result<String, BridgeError> {
 
 /// The VLAN gateway interface `<bridge>.<vlan>` (Go `ensureVlanInterface`): one end of a
 /// veth pair in the host whose other end is a port of the bridge in that VLAN.
-pub fn ensure_vlan_interface(
-    k: &dyn Kernel,
-    nl: &dyn Links,
+pub fn ensure_vlan_interface<K: Kernel>(
+    k: &K,
+    nl: &K::Conn,
     br: &Link,
     conf: &BridgeConf,
 ) -> Result<Link, BridgeError> {
@@ -264,7 +264,7 @@ pub fn ensure_vlan_interface(
     }
     let own = k.own_netns().during(Op::FindHostNetns)?;
     let port_name = random_veth_name()?;
-    match nl.create_veth(&port_name, &name, Some(br.mtu), None, &own) {
+    match k.create_veth(nl, &port_name, &name, Some(br.mtu), None, &own) {
         Ok(()) => {}
         // A concurrent ADD created it first: use theirs (they configure its port).
         Err(e) if e.is_exists() => {

@@ -4,6 +4,7 @@
 //! chain, the `prevResult` passed through at the config's version. `dns` is always there.
 
 use crate::lo;
+use hostnet::kernel::Kernel;
 use libcni::skel::CmdArgs;
 use libcni::types::{Interface, IpConfig, NetConf};
 use libcni::{CniResult, Error};
@@ -11,7 +12,7 @@ use libcni::{CniResult, Error};
 /// The shape of the result the reference builds itself.
 const OWN_RESULT_SHAPE: &str = "1.0.0";
 
-pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
+pub fn add<K: Kernel>(k: &K, args: &CmdArgs) -> Result<CniResult, Error> {
     let conf = NetConf::parse(&args.stdin_data)?;
     // Read before touching the node, as the reference does.
     let prev =
@@ -21,7 +22,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
             })?),
             None => None,
         };
-    let addrs = lo::bring_up(args)?;
+    let addrs = lo::bring_up(k, args)?;
     if let Some(mut prev) = prev {
         prev.cni_version = args.version.to_string();
         return Ok(prev);
