@@ -3,7 +3,6 @@
 //! the error JSON and exit status 1). Env and IO are injectable for tests.
 
 use crate::error::{Error, code};
-use crate::types::CniResult;
 use crate::version::{self, Version};
 use std::io::{Read, Write};
 use std::panic::Location;
@@ -52,26 +51,15 @@ impl CmdArgs {
 
 /// A plugin's verbs. ADD returns its result; skel prints it at the config's version.
 pub trait Plugin {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error>;
+    /// ADD, up to what skel prints: the result JSON, rendered once by the plugin (most at
+    /// the config's version, `CniResult::to_json_at(args.version)`; loopback in the
+    /// reference's own shape), so a plugin that must roll back a result that cannot be
+    /// rendered learns it before it returns.
+    fn add(&self, args: &CmdArgs) -> Result<String, Error>;
     fn del(&self, args: &CmdArgs) -> Result<(), Error>;
     fn check(&self, args: &CmdArgs) -> Result<(), Error>;
     fn status(&self, args: &CmdArgs) -> Result<(), Error>;
     fn gc(&self, args: &CmdArgs) -> Result<(), Error>;
-
-    /// What ADD prints for `result`: by default the result in the JSON shape of the config's
-    /// version. A plugin whose reference prints another shape (loopback) overrides this.
-    fn result_json(&self, result: &CniResult, config_version: &str) -> Result<String, Error> {
-        result.to_json(config_version)
-    }
-
-    /// ADD up to what skel prints: [`add`](Self::add), then its result rendered once by
-    /// [`result_json`](Self::result_json). A plugin that must learn whether its result
-    /// renders before it returns (to roll back otherwise) overrides this and renders
-    /// inside its rollback scope, so the result is still converted only once.
-    fn add_json(&self, args: &CmdArgs) -> Result<String, Error> {
-        let result = self.add(args)?;
-        self.result_json(&result, &args.version.to_string())
-    }
 }
 
 /// Where a call's input comes from and its output goes.
@@ -276,7 +264,7 @@ fn dispatch(
     }
     match verb {
         Verb::Add => {
-            let json = plugin.add_json(&args)?;
+            let json = plugin.add(&args)?;
             stdout
                 .write_all(json.as_bytes())
                 .map_err(|e| Error::new(code::IO_FAILURE, e.to_string()))

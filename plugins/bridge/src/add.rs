@@ -13,12 +13,12 @@
 
 use crate::config::{BridgeConf, mac_string};
 use crate::container;
-use crate::error::{BridgeError, During, Op, Source};
+use crate::error::{BridgeError, During, Source};
 use crate::gateway::{Gateways, calc_gateways};
 use crate::host;
 use crate::ipam::Ipam;
 use crate::rollback::Rollback;
-use hostnet::firewall::names;
+use hostnet::firewall::spoofcheck;
 use hostnet::kernel::{Kernel, Links, MasqueradeReady};
 use hostnet::netlink::Link;
 use ipnetwork::IpNetwork;
@@ -31,15 +31,9 @@ use sysproc::task::{self, Started};
 /// Attempts at a free random host veth name.
 const VETH_NAME_ATTEMPTS: usize = 10;
 
-/// What ADD made: the result, and the JSON skel prints for it (rendered once, at the
-/// config's version, before ADD returns: a result that cannot be rendered rolls ADD back).
-#[derive(Debug)]
-pub struct Added {
-    pub result: CniResult,
-    pub json: String,
-}
-
-pub fn add<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<Added, BridgeError> {
+/// ADD: returns the JSON skel prints for the result (rendered once, at the config's
+/// version, before ADD returns: a result that cannot be rendered rolls ADD back).
+pub fn add<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<String, BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
     if !conf.is_layer3() && args.version < Version::V0_3_0 {
         // The reference finds this out only after creating the veth.
@@ -47,11 +41,11 @@ pub fn add<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<Added, B
     }
     let netns = k
         .open_netns(&args.netns, &args.opened_netns)
-        .during(Op::OpenNetns {
-            path: args.netns.clone(),
-        })?;
-    let host = k.host().during(Op::OpenNetlink)?;
-    let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
+        .during(|| format!("failed to open netns {path:?}", path = args.netns))?;
+    let host = k.host().during(|| "failed to open netlink socket")?;
+    let ctr = k
+        .links_in(&netns)
+        .during(|| "failed to open netlink socket in the container")?;
     let mut rollback = Rollback::default();
     let attach = Attach {
         k,
@@ -83,7 +77,7 @@ struct Attach<'a, K: Kernel> {
 }
 
 impl<K: Kernel> Attach<'_, K> {
-    fn run(&self, rollback: &mut Rollback) -> Result<Added, BridgeError> {
+    fn run(&self, rollback: &mut Rollback) -> Result<String, BridgeError> {
         let Attach {
             k,
             ipam,
@@ -95,7 +89,7 @@ impl<K: Kernel> Attach<'_, K> {
         } = *self;
         if ctr
             .link_by_name(&args.ifname)
-            .during(Op::LookUpContainerIface)?
+            .during(|| "failed to look up container interface")?
             .is_some()
         {
             return Err(BridgeError::ContainerIfaceExists {
@@ -171,7 +165,7 @@ impl<K: Kernel> Attach<'_, K> {
         // Rendered here, once: an unconvertible result fails (and rolls back) ADD.
         let json = result.to_json_at(args.version)?;
         step::point("bridge.result-ready")?;
-        Ok(Added { result, json })
+        Ok(json)
     }
 
     /// With IPAM's addresses in `result` and their `gateways`: the container's sysctls,
@@ -212,16 +206,15 @@ impl<K: Kernel> Attach<'_, K> {
                 host::ensure_gateways(k, host, &gw_link, &gateways, conf.force_address)?
                     .filter(|link| link.index == br.index);
         } else if !conf.disable_container_interface {
-            ctr.set_up(ctr_veth.index).during(Op::SetUp {
-                name: args.ifname.clone(),
-            })?;
+            ctr.set_up(ctr_veth.index)
+                .during(|| format!("failed to set {name:?} up", name = args.ifname))?;
         }
 
         if !conf.disable_container_interface {
             host.wait_oper_up(host_veth.index)
                 .map_err(|e| match e.last_state() {
                     Some(_) => BridgeError::PortState { source: e },
-                    None => e.at(Op::ReadPortState),
+                    None => e.at("failed to read bridge port state"),
                 })?;
         }
         Ok(pinned_bridge)
@@ -247,12 +240,12 @@ impl<K: Kernel> Attach<'_, K> {
                 &host_veth.name,
                 &mac_string(ctr_veth.mac),
             )
-            .during(Op::SetUpSpoofCheck {
-                veth: host_veth.name.clone(),
-                chain: names::spoofcheck_iface_chain(&names::spoofcheck_ref(
-                    &args.container_id,
-                    &args.ifname,
-                )),
+            .during(|| {
+                let place = spoofcheck::rules_place(&args.container_id, &args.ifname);
+                format!(
+                    "failed to set up mac spoof check for {:?} ({place})",
+                    host_veth.name
+                )
             })?;
             step::point("bridge.spoofcheck-set")?;
         }
@@ -285,34 +278,32 @@ impl<K: Kernel> Attach<'_, K> {
                     host_name = host::random_veth_name()?;
                 }
                 Err(e) => {
-                    return Err(e.at(Op::MakeVeth {
-                        ifname: args.ifname.clone(),
-                    }));
+                    return Err(e.at(format!(
+                        "failed to make veth pair for {ifname:?}",
+                        ifname = args.ifname
+                    )));
                 }
             }
         }
         let host_veth = host::link_named(host, &host_name, "failed to lookup")?;
         let ctr_veth = host::link_named(ctr, &args.ifname, "failed to lookup")?;
 
-        host.set_master(host_veth.index, br.index)
-            .during(Op::Connect {
-                port: host_name.clone(),
-                bridge: br.name.clone(),
-            })?;
+        host.set_master(host_veth.index, br.index).during(|| {
+            format!(
+                "failed to connect {host_name:?} to bridge {bridge}",
+                bridge = br.name
+            )
+        })?;
         host.set_port_options(
             host_veth.index,
             Some(conf.hairpin_mode),
             conf.port_isolation.then_some(true),
         )
-        .during(Op::SetPortOptions {
-            port: host_name.clone(),
-        })?;
-        crate::vlan::configure_port(host, host_veth.index, conf).during(Op::SetVlanTag {
-            port: host_name.clone(),
-        })?;
-        host.set_up(host_veth.index).during(Op::SetUp {
-            name: host_name.clone(),
-        })?;
+        .during(|| format!("failed to set up port options for {host_name}"))?;
+        crate::vlan::configure_port(host, host_veth.index, conf)
+            .during(|| format!("failed to setup vlan tag on interface {host_name:?}"))?;
+        host.set_up(host_veth.index)
+            .during(|| format!("failed to set {host_name:?} up"))?;
         step::point("bridge.port-options-set")?;
         // We own the routes of the host end too.
         let _ = k.host_sysctl(&["net", "ipv6", "conf", &host_name, "accept_ra"], "0");
@@ -329,7 +320,7 @@ fn set_up_ipmasq<K: Kernel>(
 ) -> Result<(), BridgeError> {
     let att = conf.attachment(args);
     k.masquerade(conf.ip_masq_backend, &att, ips, ready)
-        .during(Op::SetUpIpMasq { ips: ips.to_vec() })?;
+        .during(|| format!("failed to set up IP masquerading for {ips:?}"))?;
     step::point("bridge.ipmasq-set")?;
     Ok(())
 }

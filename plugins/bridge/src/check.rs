@@ -3,7 +3,7 @@
 //! In L2 mode there is no IPAM to ask (the reference calls IPAM CHECK with no type and fails).
 
 use crate::config::{BridgeConf, mac_string};
-use crate::error::{BridgeError, During, Op};
+use crate::error::{BridgeError, During};
 use crate::host;
 use crate::ipam::Ipam;
 use hostnet::kernel::{Kernel, Links};
@@ -15,9 +15,7 @@ pub fn check<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), Br
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
     let netns = k
         .open_netns(&args.netns, &args.opened_netns)
-        .during(Op::OpenNetns {
-            path: args.netns.clone(),
-        })?;
+        .during(|| format!("failed to open netns {path:?}", path = args.netns))?;
     if conf.is_layer3() {
         ipam.run(&conf.ipam(args), "CHECK")?;
     }
@@ -33,13 +31,15 @@ pub fn check<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), Br
         .interfaces
         .iter()
         .find(|i| i.name == args.ifname && i.sandbox == args.netns);
-    let host = k.host().during(Op::OpenNetlink)?;
+    let host = k.host().during(|| "failed to open netlink socket")?;
     let br = check_bridge(&host, &conf, br_entry)?;
     let ctr_entry = ctr_entry.ok_or_else(|| BridgeError::SandboxMismatch {
         netns: args.netns.clone(),
     })?;
 
-    let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
+    let ctr = k
+        .links_in(&netns)
+        .during(|| "failed to open netlink socket in the container")?;
     let ctr_link = check_container_iface(&ctr, ctr_entry)?;
     let host_veth = find_host_veth(&host, &result, &br, &ctr_link)?;
     if host_veth.hairpin != Some(conf.hairpin_mode) {
@@ -57,7 +57,7 @@ pub fn check<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), Br
                 &host_veth.name,
                 &ctr_entry.mac,
             )
-            .during(Op::ReadSpoofCheck)?;
+            .during(|| "failed to read mac spoof check rules")?;
         if !ok {
             return Err(BridgeError::SpoofCheckMissing {
                 port: host_veth.name,
@@ -72,7 +72,7 @@ pub fn check<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), Br
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             let ok = k
                 .masquerade_present(conf.ip_masq_backend, &att, &ips)
-                .during(Op::ReadIpMasq)?;
+                .during(|| "failed to read masquerade rules")?;
             if !ok {
                 return Err(BridgeError::IpMasqMissing {
                     container_id: args.container_id.clone(),
@@ -95,7 +95,7 @@ fn check_bridge(
     };
     let link = host
         .link_by_name(&entry.name)
-        .during(Op::LookUpTheBridge)?
+        .during(|| "failed to look up the bridge")?
         .ok_or_else(|| BridgeError::InterfaceNotFound {
             name: entry.name.clone(),
         })?;
@@ -123,7 +123,7 @@ fn check_bridge(
 fn check_container_iface(ctr: &dyn Links, entry: &Interface) -> Result<Link, BridgeError> {
     let link = ctr
         .link_by_name(&entry.name)
-        .during(Op::LookUpTheContainerIface)?
+        .during(|| "failed to look up the container interface")?
         .ok_or_else(|| BridgeError::ContainerIfaceNotFound {
             name: entry.name.clone(),
         })?;
@@ -182,7 +182,7 @@ fn mac_matches(entry: &Interface, link: &Link) -> bool {
 fn check_addresses(ctr: &dyn Links, link: &Link, result: &CniResult) -> Result<(), BridgeError> {
     let present = ctr
         .addresses(Some(link.index))
-        .during(Op::ListContainerAddrs)?;
+        .during(|| "failed to list container addresses")?;
     for ip in &result.ips {
         if !present.iter().any(|a| a.addr == ip.address) {
             return Err(BridgeError::AddrMissing {
@@ -195,8 +195,13 @@ fn check_addresses(ctr: &dyn Links, link: &Link, result: &CniResult) -> Result<(
 }
 
 fn check_routes(ctr: &dyn Links, result: &CniResult) -> Result<(), BridgeError> {
-    let mut routes = ctr.routes(IpFamily::V4).during(Op::ListContainerRoutes)?;
-    routes.extend(ctr.routes(IpFamily::V6).during(Op::ListContainerRoutes)?);
+    let mut routes = ctr
+        .routes(IpFamily::V4)
+        .during(|| "failed to list container routes")?;
+    routes.extend(
+        ctr.routes(IpFamily::V6)
+            .during(|| "failed to list container routes")?,
+    );
     for want in &result.routes {
         let found = routes.iter().any(|r| {
             r.dst == want.dst

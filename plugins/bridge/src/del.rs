@@ -11,7 +11,7 @@
 //! prevResult's word only when it provably is this attachment's ([`owned_by_us`]).
 
 use crate::config::{BridgeConf, parse_mac};
-use crate::error::{BridgeError, During, NotOurs, Op, Source};
+use crate::error::{BridgeError, During, NotOurs, Source};
 use crate::ipam::Ipam;
 use hostnet::kernel::{Kernel, Links};
 use hostnet::netlink::Link;
@@ -117,7 +117,7 @@ fn remove_spoofcheck<K: Kernel>(
 ) -> Result<(), BridgeError> {
     if conf.macspoofchk {
         k.remove_spoof_check(&args.container_id, &args.ifname)
-            .during(Op::RemoveSpoofCheck)?;
+            .during(|| "failed to remove mac spoof check")?;
         step::point("bridge.spoofcheck-removed")?;
     }
     Ok(())
@@ -131,7 +131,7 @@ fn remove_ipmasq<K: Kernel>(
 ) -> Result<(), BridgeError> {
     if conf.is_layer3() && conf.ip_masq {
         k.unmasquerade(&conf.attachment(args), ips)
-            .during(Op::RemoveIpMasq)?;
+            .during(|| "failed to remove IP masquerading")?;
         step::point("bridge.ipmasq-removed")?;
     }
     Ok(())
@@ -152,27 +152,27 @@ fn delete_container_link<K: Kernel>(
             return Ok(ContainerSide::Unreachable);
         }
         Err(e) => {
-            return Err(e.at(Op::OpenNetns {
-                path: args.netns.clone(),
-            }));
+            return Err(e.at(format!("failed to open netns {path:?}", path = args.netns)));
         }
     };
-    let nl = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
-    let Some(link) = nl.link_by_name(&args.ifname).during(Op::Lookup {
-        verb: "failed to lookup",
-        name: args.ifname.clone(),
-    })?
+    let nl = k
+        .links_in(&netns)
+        .during(|| "failed to open netlink socket in the container")?;
+    let Some(link) = nl
+        .link_by_name(&args.ifname)
+        .during(|| format!("failed to lookup {name:?}", name = args.ifname))?
     else {
         return Ok(ContainerSide::NoLink(netns));
     };
-    let addrs = nl.addresses(Some(link.index)).during(Op::GetAddrs {
-        ifname: args.ifname.clone(),
+    let addrs = nl.addresses(Some(link.index)).during(|| {
+        format!(
+            "failed to get IP addresses for {ifname:?}",
+            ifname = args.ifname
+        )
     })?;
     match nl.delete_link(link.index) {
         Err(e) if !e.is_no_device() => {
-            return Err(e.at(Op::Delete {
-                name: args.ifname.clone(),
-            }));
+            return Err(e.at(format!("failed to delete {name:?}", name = args.ifname)));
         }
         _ => {}
     }
@@ -198,11 +198,10 @@ fn delete_host_veths<K: Kernel>(
     let Some(prev) = prev else {
         return Ok(());
     };
-    let host = k.host().during(Op::OpenNetlink)?;
-    let Some(br) = host.link_by_name(&conf.bridge).during(Op::Lookup {
-        verb: "failed to lookup",
-        name: conf.bridge.clone(),
-    })?
+    let host = k.host().during(|| "failed to open netlink socket")?;
+    let Some(br) = host
+        .link_by_name(&conf.bridge)
+        .during(|| format!("failed to lookup {name:?}", name = conf.bridge))?
     else {
         return Ok(());
     };
@@ -217,9 +216,7 @@ fn delete_host_veths<K: Kernel>(
         }
         match host.delete_link(link.index) {
             Err(e) if !e.is_no_device() => {
-                return Err(e.at(Op::Delete {
-                    name: entry.name.clone(),
-                }));
+                return Err(e.at(format!("failed to delete {name:?}", name = entry.name)));
             }
             _ => {}
         }

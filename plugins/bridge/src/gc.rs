@@ -1,7 +1,7 @@
 //! GC, which the reference never implemented for the bridge.
 
 use crate::config::BridgeConf;
-use crate::error::{BridgeError, During, Op};
+use crate::error::{BridgeError, During};
 use crate::ipam::Ipam;
 use hostnet::kernel::Kernel;
 use libcni::skel::CmdArgs;
@@ -20,10 +20,13 @@ pub fn gc<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), Bridg
             .collect();
         results.push(
             k.collect_masquerades(conf.name(), &valid)
-                .during(Op::GcIpMasq),
+                .during(|| "failed to collect masquerade rules"),
         );
         // Spoof-check rules carry no network name: only those whose host veth is gone go.
-        results.push(k.collect_spoof_checks(&valid).during(Op::GcSpoofCheck));
+        results.push(
+            k.collect_spoof_checks(&valid)
+                .during(|| "failed to collect mac spoof check rules"),
+        );
     }
     if conf.is_layer3() {
         results.push(ipam.run(&conf.ipam(args), "GC").map_err(BridgeError::from));

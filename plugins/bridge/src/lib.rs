@@ -21,8 +21,8 @@ mod tests;
 
 use hostnet::kernel::HostKernel;
 use ipam::IpamPlugin;
+use libcni::Error;
 use libcni::skel::{CmdArgs, Plugin};
-use libcni::{CniResult, Error};
 
 // Each verb returns a `BridgeError`; `?` here turns it into the CNI error the runtime
 // reads (`impl From<BridgeError> for libcni::Error`, the one mapping).
@@ -30,12 +30,9 @@ use libcni::{CniResult, Error};
 pub struct Bridge;
 
 impl Plugin for Bridge {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        Ok(add::add(&HostKernel, &IpamPlugin, args)?.result)
-    }
     /// ADD renders its result inside its rollback scope; skel prints that string.
-    fn add_json(&self, args: &CmdArgs) -> Result<String, Error> {
-        Ok(add::add(&HostKernel, &IpamPlugin, args)?.json)
+    fn add(&self, args: &CmdArgs) -> Result<String, Error> {
+        Ok(add::add(&HostKernel, &IpamPlugin, args)?)
     }
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
         Ok(del::del(&HostKernel, &IpamPlugin, args)?)

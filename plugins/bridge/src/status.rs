@@ -1,7 +1,7 @@
 //! STATUS, which the reference never implemented for the bridge.
 
 use crate::config::BridgeConf;
-use crate::error::{BridgeError, During, Op};
+use crate::error::{BridgeError, During};
 use crate::ipam::Ipam;
 use hostnet::kernel::{Kernel, Links};
 use libcni::skel::CmdArgs;
@@ -12,14 +12,11 @@ pub fn status<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), B
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
     let nl = k
         .host()
-        .during(Op::NetlinkUnavailable)
+        .during(|| "netlink unavailable")
         .map_err(BridgeError::unavailable)?;
     let link = nl
         .link_by_name(&conf.bridge)
-        .during(Op::Lookup {
-            verb: "could not lookup",
-            name: conf.bridge.clone(),
-        })
+        .during(|| format!("could not lookup {name:?}", name = conf.bridge))
         .map_err(BridgeError::unavailable)?;
     if let Some(link) = link
         && link.kind.as_deref() != Some("bridge")

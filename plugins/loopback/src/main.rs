@@ -11,16 +11,13 @@ mod tests;
 
 use hostnet::kernel::HostKernel;
 use libcni::skel::{CmdArgs, Plugin, plugin_main};
-use libcni::{CniResult, Error};
+use libcni::Error;
 
 struct Loopback;
 
 impl Plugin for Loopback {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        add::add(&HostKernel, args)
-    }
-    fn result_json(&self, result: &CniResult, config_version: &str) -> Result<String, Error> {
-        add::result_json(result, config_version)
+    fn add(&self, args: &CmdArgs) -> Result<String, Error> {
+        add::result_json(&add::add(&HostKernel, args)?, &args.version.to_string())
     }
     /// Fails like the reference when the namespace cannot be opened or `lo` is down.
     fn check(&self, args: &CmdArgs) -> Result<(), Error> {

@@ -68,8 +68,12 @@ impl std::ops::Deref for Node {
 }
 
 impl Node {
-    fn add(&self, args: &CmdArgs) -> Result<crate::add::Added, BridgeError> {
-        crate::add::add(&self.kernel, &self.ipam, args)
+    /// ADD, and the result it prints.
+    fn add(&self, args: &CmdArgs) -> Result<Added, BridgeError> {
+        let json = crate::add::add(&self.kernel, &self.ipam, args)?;
+        let result = CniResult::parse_bytes(json.as_bytes(), &args.version.to_string())
+            .expect("ADD prints a result of its version");
+        Ok(Added { result })
     }
     fn del(&self, args: &CmdArgs) -> Result<(), BridgeError> {
         crate::del::del(&self.kernel, &self.ipam, args)
@@ -83,6 +87,12 @@ impl Node {
     fn status(&self, args: &CmdArgs) -> Result<(), BridgeError> {
         crate::status::status(&self.kernel, &self.ipam, args)
     }
+}
+
+/// What ADD printed.
+#[derive(Debug)]
+struct Added {
+    result: CniResult,
 }
 
 /// A node with a container namespace and an IPAM handing out 10.1.0.5/24.
