@@ -1,15 +1,20 @@
-//! ADD, in the reference's order: bridge, veth, port options, spoof check, IPAM, container
-//! addresses and routes, gateway addresses, forwarding, masquerade, port-state wait.
-//! Everything done for this attachment is undone if a later step fails.
+//! ADD, in the reference's order (bridge, veth, port options, spoof check, IPAM, container
+//! addresses and routes, gateway addresses, forwarding, masquerade, port-state wait) but
+//! for two pairs of independent steps that run at once, for speed (`BENCHMARKS.md`).
+//! The plan, one phase after the other ([`Attach::run`]; `tests/add.rs`'s `STEPS` checks
+//! the undo after a failure at each step):
 //!
-//! Two departures from that order, for speed (`BENCHMARKS.md`), each of independent steps:
-//! IPAM runs while the links are made, and the masquerade rules go on while the container's
-//! addresses, routes and gateways do (their `iptables-restore` is started while IPAM
-//! finishes, and given its script once the addresses are known). IPAM starts only after
-//! the check that the container has no interface of that name (an ADD repeated for a
-//! living attachment must not touch its address). Every child process dies with ours
-//! (`sysproc::tie::die_with_caller`). A failure on either side undoes both; both
-//! failures are reported.
+//! | phase | on this thread | at once, on its own thread | a failure undoes (`rollback.rs`) |
+//! |---|---|---|---|
+//! | 1 | the container's interface name is free | | nothing |
+//! | 2 | bridge, veth, port options, spoof check; then the masquerade is readied (its `iptables-restore` starts) | IPAM ADD | spoof check, veth, IP |
+//! | 3 | container sysctls, addresses, routes; gateways; forwarding; port-state wait | the masquerade rules | masquerade, spoof check, veth, IP |
+//! | 4 | the bridge MAC re-read, the result rendered | | all of the above |
+//!
+//! IPAM waits for phase 1, so an ADD repeated for a living attachment never touches its
+//! address. A failure on either side of a phase undoes both sides; both are reported (this
+//! thread's first). Every child process dies with ours (`sysproc::tie::die_with_caller`):
+//! the masquerade's tool is started on this thread, which lives as long as the plugin.
 
 use crate::config::{BridgeConf, mac_string};
 use crate::container;
@@ -26,7 +31,7 @@ use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
 use libcni::version::Version;
 use sysproc::step;
-use sysproc::task::{self, Started};
+use sysproc::task;
 
 /// Attempts at a free random host veth name.
 const VETH_NAME_ATTEMPTS: usize = 10;
@@ -87,6 +92,7 @@ impl<K: Kernel> Attach<'_, K> {
             ctr,
             ..
         } = *self;
+        // Phase 1.
         if ctr
             .link_by_name(&args.ifname)
             .during(|| "failed to look up container interface")?
@@ -96,22 +102,21 @@ impl<K: Kernel> Attach<'_, K> {
                 ifname: args.ifname.clone(),
             });
         }
+        // Phase 2: the links here, IPAM alongside; the masquerade's tool starts up while
+        // IPAM finishes (it needs IPAM's addresses).
         let ipam_conf = conf.is_layer3().then(|| conf.ipam(args));
-        let (links, masq_ready, ipam_result) = std::thread::scope(|s| {
-            let ipam_add = ipam_conf
-                .as_ref()
-                .map(|delegate| task::start(s, || ipam.add(delegate)));
-            let links = self.make_links(rollback);
-            // The masquerade's tool starts up while IPAM finishes (it needs IPAM's addresses).
-            // Started here, on the thread that lives as long as the plugin: the tool dies
-            // with the thread that started it.
-            let masq_ready = if conf.ip_masq && ipam_conf.is_some() && links.is_ok() {
-                k.prepare_masquerade(conf.ip_masq_backend)
-            } else {
-                MasqueradeReady::default()
-            };
-            (links, masq_ready, ipam_add.map(Started::join))
-        });
+        let ((links, masq_ready), ipam_result) = task::alongside(
+            || {
+                let links = self.make_links(rollback);
+                let masq_ready = if conf.ip_masq && ipam_conf.is_some() && links.is_ok() {
+                    k.prepare_masquerade(conf.ip_masq_backend)
+                } else {
+                    MasqueradeReady::default()
+                };
+                (links, masq_ready)
+            },
+            ipam_conf.as_ref().map(|delegate| || ipam.add(delegate)),
+        );
         let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
         rollback.ipam = matches!(ipam_result, Ok(Some(_)));
         let ((br, host_veth, ctr_veth), ipam_result) = BridgeError::both(links, ipam_result)?;
@@ -143,15 +148,15 @@ impl<K: Kernel> Attach<'_, K> {
             false => Vec::new(),
         };
         rollback.ipmasq = masq_ips.clone();
-        // The masquerade rules go on while the addresses and routes do: neither needs the
-        // other, and the rules' exec is ADD's longest step.
-        let (configured, masq) = std::thread::scope(|s| {
-            let masq = (!masq_ips.is_empty())
-                .then(|| task::start(s, || set_up_ipmasq(k, args, conf, &masq_ips, masq_ready)));
-            let configured = self.configure(&br, &host_veth, &ctr_veth, gateways, &mut result);
-            (configured, masq.map_or(Ok(()), Started::join))
-        });
-        let (pinned_bridge, ()) = BridgeError::both(configured, masq)?;
+        // Phase 3: the container and gateways here, the masquerade rules alongside (neither
+        // needs the other, and the rules' exec is ADD's longest step).
+        let (configured, masq) = task::alongside(
+            || self.configure(&br, &host_veth, &ctr_veth, gateways, &mut result),
+            (!masq_ips.is_empty())
+                .then_some(|| set_up_ipmasq(k, args, conf, &masq_ips, masq_ready)),
+        );
+        let (pinned_bridge, ()) = BridgeError::both(configured, masq.unwrap_or(Ok(())))?;
+        // Phase 4.
         // An unpinned bridge MAC follows the lowest port MAC, so it may have changed when our
         // port joined; unless the gateway setup just read and pinned it, read it again.
         let br_now = match pinned_bridge {

@@ -10,8 +10,8 @@ mod lo;
 mod tests;
 
 use hostnet::kernel::HostKernel;
-use libcni::skel::{CmdArgs, Plugin, plugin_main};
 use libcni::Error;
+use libcni::skel::{CmdArgs, Plugin, plugin_main};
 
 struct Loopback;
 
