@@ -33,6 +33,9 @@ use libcni::version::Version;
 use sysproc::step;
 use sysproc::task;
 
+/// The links ADD makes or joins: the bridge, the host end, the container end.
+type Made = (Link, Link, Link);
+
 /// Attempts at a free random host veth name.
 const VETH_NAME_ATTEMPTS: usize = 10;
 
@@ -85,7 +88,6 @@ impl<K: Kernel> Attach<'_, K> {
     fn run(&self, rollback: &mut Rollback) -> Result<String, BridgeError> {
         let Attach {
             k,
-            ipam,
             args,
             conf,
             host,
@@ -102,24 +104,7 @@ impl<K: Kernel> Attach<'_, K> {
                 ifname: args.ifname.clone(),
             });
         }
-        // Phase 2: the links here, IPAM alongside; the masquerade's tool starts up while
-        // IPAM finishes (it needs IPAM's addresses).
-        let ipam_conf = conf.is_layer3().then(|| conf.ipam(args));
-        let ((links, masq_ready), ipam_result) = task::alongside(
-            || {
-                let links = self.make_links(rollback);
-                let masq_ready = if conf.ip_masq && ipam_conf.is_some() && links.is_ok() {
-                    k.prepare_masquerade(conf.ip_masq_backend)
-                } else {
-                    MasqueradeReady::default()
-                };
-                (links, masq_ready)
-            },
-            ipam_conf.as_ref().map(|delegate| || ipam.add(delegate)),
-        );
-        let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
-        rollback.ipam = matches!(ipam_result, Ok(Some(_)));
-        let ((br, host_veth, ctr_veth), ipam_result) = BridgeError::both(links, ipam_result)?;
+        let ((br, host_veth, ctr_veth), ipam_result, masq_ready) = self.links_and_ipam(rollback)?;
         let mut result = CniResult {
             // Skel admits only the versions it supports, each spelled as `Version` prints it.
             cni_version: args.version.to_string(),
@@ -171,6 +156,39 @@ impl<K: Kernel> Attach<'_, K> {
         let json = result.to_json_at(args.version)?;
         step::point("bridge.result-ready")?;
         Ok(json)
+    }
+
+    /// Phase 2: the links here, IPAM alongside; the masquerade's tool starts up while IPAM
+    /// finishes (it needs IPAM's addresses). Returns the links, IPAM's result (none in L2
+    /// mode) and what the masquerade may use.
+    fn links_and_ipam(
+        &self,
+        rollback: &mut Rollback,
+    ) -> Result<(Made, Option<CniResult>, MasqueradeReady), BridgeError> {
+        let Attach {
+            k,
+            ipam,
+            args,
+            conf,
+            ..
+        } = *self;
+        let ipam_conf = conf.is_layer3().then(|| conf.ipam(args));
+        let ((links, masq_ready), ipam_result) = task::alongside(
+            || {
+                let links = self.make_links(rollback);
+                let masq_ready = if conf.ip_masq && ipam_conf.is_some() && links.is_ok() {
+                    k.prepare_masquerade(conf.ip_masq_backend)
+                } else {
+                    MasqueradeReady::default()
+                };
+                (links, masq_ready)
+            },
+            ipam_conf.as_ref().map(|delegate| || ipam.add(delegate)),
+        );
+        let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
+        rollback.ipam = matches!(ipam_result, Ok(Some(_)));
+        let (links, ipam_result) = BridgeError::both(links, ipam_result)?;
+        Ok((links, ipam_result, masq_ready))
     }
 
     /// With IPAM's addresses in `result` and their `gateways`: the container's sysctls,
@@ -226,7 +244,7 @@ impl<K: Kernel> Attach<'_, K> {
     }
 
     /// The bridge, the veth pair and the spoof check: returns (bridge, host end, container end).
-    fn make_links(&self, rollback: &mut Rollback) -> Result<(Link, Link, Link), BridgeError> {
+    fn make_links(&self, rollback: &mut Rollback) -> Result<Made, BridgeError> {
         let Attach {
             k,
             args,
