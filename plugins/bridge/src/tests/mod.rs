@@ -178,6 +178,23 @@ fn gc_removes_invalid_attachments_and_reports_every_failure() {
     assert_eq!(k.take_log(), ["fw: gc spoofcheck"]);
 }
 
+/// Go's libcni sends an empty list as `null` under both keys (CRI-O on a node with no
+/// pod): every attachment's rules go, and GC still reaches the IPAM plugin.
+#[test]
+fn gc_reads_null_lists_as_empty() {
+    for list in [Value::Null, serde_json::json!([])] {
+        let (k, _) = added();
+        k.state().rules.insert("ipmasq net c2 eth0".into());
+        let conf = conf_with(&[
+            ("cni.dev/valid-attachments", list.clone()),
+            ("cni.dev/attachments", list.clone()),
+        ]);
+        k.gc(&args(&conf)).unwrap();
+        assert!(k.state().rules.is_empty(), "{list}: {:?}", k.state().rules);
+        assert_eq!(k.take_log().last().map(String::as_str), Some("ipam: GC"));
+    }
+}
+
 #[test]
 fn status_needs_the_bridge_name_free_or_a_bridge() {
     let k = node();
