@@ -41,10 +41,11 @@ need_demo_packages() {
     need_packages "the demo" ip:iproute2 ping:iputils-ping iptables:iptables
 }
 
-# What the tests run: the demo's, nft, and the Go reference plugins they compare with.
+# What the tests run: the demo's, nft, conntrack (portmap clears stale UDP flows with
+# it), and the Go reference plugins they compare with.
 need_test_packages() {
     need_packages "the tests" ip:iproute2 ping:iputils-ping iptables:iptables \
-        iptables-restore:iptables nft:nftables \
+        iptables-restore:iptables nft:nftables conntrack:conntrack \
         "${CNI_RS_GO_PLUGINS:-/usr/lib/cni}/bridge:containernetworking-plugins"
 }
 

@@ -55,7 +55,7 @@ cargo fmt --all --check
 cargo build --workspace --bins
 cargo clippy --workspace --all-targets -- -D warnings
 # The code that exists only in the crash tests' fault-injection builds.
-cargo clippy -p libcni -p bridge -p host-local --features fault-injection --target-dir target/faults -- -D warnings
+cargo clippy -p sysproc -p bridge -p host-local --features fault-injection --target-dir target/faults -- -D warnings
 
 status=0
 RUST_BACKTRACE="${RUST_BACKTRACE:-1}" cargo test --workspace --no-fail-fast || status=$?
@@ -88,6 +88,7 @@ if [[ $EUID -eq 0 ]]; then
     # The benchmark and timing scripts in their short modes, so they cannot rot: they fail
     # on an operation failure or a leak, never on a figure.
     run_step bench-bridge scripts/bench-bridge.sh 3 20
+    run_step bench-portmap scripts/bench-portmap.sh 3
     run_step timings scripts/timings.sh 3
     run_step kernel-floor scripts/kernel-floor.sh 3 20
 elif [[ -n ${CI:-} ]]; then

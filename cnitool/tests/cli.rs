@@ -429,3 +429,35 @@ fn del_reads_a_cache_file_go_wrote_and_a_legacy_one() {
         "10.1.0.6/16"
     );
 }
+
+/// A FIFO and a link to /dev/zero named `*.conflist` before ours: every verb still
+/// finds the network (Go's cnitool hangs on the FIFO) and stderr names each skipped file
+/// and why.
+#[test]
+fn unreadable_conflists_are_skipped_with_a_reason() {
+    let env = Env::new();
+    let netd = env.dir.join("net.d");
+    let fifo = netd.join("00-fifo.conflist");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::os::unix::fs::symlink("/dev/zero", netd.join("01-zero.conflist")).unwrap();
+    let out = env.run(&["add", "net", "/run/netns/a"]);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (name, why) in [
+        ("00-fifo.conflist", "is a FIFO, not a regular file"),
+        (
+            "01-zero.conflist",
+            "is a character device, not a regular file",
+        ),
+    ] {
+        let line = format!("cni: skipping {}: {why}", netd.join(name).display());
+        assert!(stderr.contains(&line), "{stderr}");
+    }
+    assert!(env.run(&["del", "net", "/run/netns/a"]).status.success());
+}

@@ -4,7 +4,9 @@
 #![forbid(unsafe_code)]
 
 pub mod firewall;
+pub mod kernel;
 pub mod netlink;
+pub mod nftnl;
 pub mod node;
 pub mod sysctl;
 

@@ -22,6 +22,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("bridge_config", bridge_config),
     ("host_local_config", host_local_config),
     ("host_local_store", host_local_store),
+    ("portmap_config", portmap_config),
 ];
 
 /// A result of any version, read at every default version, rendered at every version;
@@ -129,6 +130,27 @@ pub fn bridge_config(data: &[u8]) {
     }
 }
 
+/// portmap's config: whatever it accepts holds only valid mappings, and the container
+/// addresses it picks from prevResult are of distinct families.
+pub fn portmap_config(data: &[u8]) {
+    let Ok(conf) = portmap::config::PortmapConf::load(data) else {
+        return;
+    };
+    assert!(
+        (conf.mappings.iter()).all(|m| m.host_port > 0 && m.container_port > 0),
+        "{:?}",
+        conf.mappings
+    );
+    for version in SUPPORTED {
+        let Ok(version) = libcni::version::Version::parse(version) else {
+            continue;
+        };
+        if let Ok(ips) = conf.container_ips(version, "eth0") {
+            assert!(ips.len() <= 2 && !(ips.len() == 2 && ips[0].is_ipv4() == ips[1].is_ipv4()));
+        }
+    }
+}
+
 /// host-local's config: whatever ADD accepts, DEL finds the same store.
 pub fn host_local_config(data: &[u8]) {
     let (args, stdin) = args_and_stdin(data);
@@ -156,12 +178,13 @@ pub fn host_local_store(data: &[u8]) {
 struct Echo;
 
 impl Plugin for Echo {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
+    fn add(&self, args: &CmdArgs) -> Result<String, Error> {
         let conf = types::NetConf::parse(&args.stdin_data)?;
         match conf.prev_result {
-            Some(prev) => CniResult::parse_at(&prev, args.version),
-            None => Ok(CniResult::default()),
+            Some(prev) => CniResult::parse_at(&prev, args.version)?,
+            None => CniResult::default(),
         }
+        .to_json_at(args.version)
     }
     fn del(&self, _: &CmdArgs) -> Result<(), Error> {
         Ok(())

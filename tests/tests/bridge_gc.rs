@@ -1,6 +1,7 @@
 //! GC and STATUS as a node runs them: GC keyed by `cni.dev/valid-attachments` touches only
 //! this network's masquerade rules (never another network's, never portmap's chains, and
-//! nothing at all without the key); STATUS is cheap enough to run every 5 s.
+//! nothing at all without the key), and reads `null` as the empty list (CRI-O sends it);
+//! STATUS is cheap enough to run every 5 s.
 
 #[path = "bridge_support/mod.rs"]
 mod support;
@@ -104,16 +105,6 @@ fn gc_without_key_removes_nothing_and_empty_list_only_this_network() {
     }
     assert_eq!(env.ip_files().len(), ips_before, "no key: no IP released");
 
-    // null is not a list: refused, nothing removed
-    let mut null = gc_conf(&env, None);
-    null["cni.dev/valid-attachments"] = Value::Null;
-    let (code, msg) = error_of(&env.plugin("GC", "", "", &null).run_in(&env.host));
-    assert_eq!(code, 7, "{msg}");
-    assert!(msg.contains("cni.dev/valid-attachments"), "{msg}");
-    for (id, want) in [("c0", (true, false)), ("c1", (false, true))] {
-        assert_eq!(has_rules(&env, NETWORK, id), want, "null: {id} kept");
-    }
-
     gc(Some(vec![]));
     let after_empty_list = [
         (NETWORK, "c0", (false, false), "empty list: c0 gone"),
@@ -152,6 +143,40 @@ fn gc_without_key_removes_nothing_and_empty_list_only_this_network() {
     }
     env.host.exec_in(&["ip", "link", "del", "bridge1"]);
     env.assert_clean();
+}
+
+/// CRI-O runs GC at every start; on a node whose pods are all gone (after a reboot or a
+/// crash) Go's libcni sends both lists as `null`, its encoding of an empty list. That is
+/// the empty list: GC frees every lease, masquerade rule and spoof check of the dead pods
+/// (their veths went with their namespaces; GC never deletes links). `[]` does the same.
+#[test]
+fn gc_with_null_or_empty_lists_frees_everything_of_dead_pods() {
+    if !privileged("gc_with_null_or_empty_lists_frees_everything_of_dead_pods") {
+        return;
+    }
+    for list in [Value::Null, json!([])] {
+        let env = Env::new("gcnull");
+        for (id, backend) in [("c0", "iptables"), ("c1", "nftables")] {
+            let ctr = NamedNetns::new("ctr");
+            let extra = json!({"ipMasq": true, "ipMasqBackend": backend, "macspoofchk": true});
+            env.add(&ctr, id, &env.conf("1.1.0", &["10.1.9.0/24"], extra));
+            // The pod's namespace goes; the kernel deletes its veth pair with it.
+        }
+        env.wait_for_no_links(std::time::Duration::from_secs(10));
+        assert_eq!(env.ip_files().len(), 2, "{list}: leases before GC");
+        assert_eq!(has_rules(&env, NETWORK, "c0"), (true, false), "{list}");
+        assert_eq!(has_rules(&env, NETWORK, "c1"), (false, true), "{list}");
+        assert_eq!(env.nft_ruleset().matches("macspoofchk-c").count(), 8);
+
+        let mut gc = env.conf("1.1.0", &["10.1.9.0/24"], json!({}));
+        // Set here: `merge` reads null as "remove the key".
+        gc["cni.dev/valid-attachments"] = list.clone();
+        gc["cni.dev/attachments"] = list.clone();
+        env.plugin("GC", "", "", &gc)
+            .run_in(&env.host)
+            .assert_success();
+        env.assert_clean();
+    }
 }
 
 /// containerd polls STATUS every 5 s: it answers the same every time and changes nothing

@@ -152,6 +152,34 @@ fn version_1_1_0_is_the_1_0_0_result_relabeled() {
     );
 }
 
+/// A config without a version (no key, `null`, `""`): the reference prints the real
+/// 0.1.0 shape (`ip4`, `ip6`, `dns`), not its 1.0.0 result relabeled; ours byte for byte.
+#[test]
+fn no_version_prints_the_0_1_0_shape_like_go() {
+    if !privileged("no_version_prints_the_0_1_0_shape_like_go") {
+        return;
+    }
+    let confs = [
+        json!({"name": "lo", "type": "loopback"}),
+        json!({"cniVersion": null, "name": "lo", "type": "loopback"}),
+        json!({"cniVersion": "", "name": "lo", "type": "loopback"}),
+    ];
+    for conf in confs {
+        let add = |bin: &Path| {
+            let host = NamedNetns::new("lo-h");
+            let ctr = NamedNetns::new("lo-c");
+            let out = run(bin, "ADD", &host, ctr.path(), &conf);
+            let stdout = out
+                .stdout_str()
+                .replace(ctr.path().to_str().unwrap(), "NETNS");
+            (out.code(), stdout, lo_state(&ctr))
+        };
+        let ours = add(&ours());
+        assert_eq!(ours, add(&go()), "{conf}");
+        assert!(ours.1.contains("\"ip4\""), "{}", ours.1);
+    }
+}
+
 #[test]
 fn status_gc_and_version_answer() {
     if !privileged("status_gc_and_version_answer") {

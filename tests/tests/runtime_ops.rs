@@ -253,6 +253,76 @@ fn failed_del_keeps_the_cache_for_a_retry() {
     assert!(!cache_file(&fake, "net", "c1", "eth0").exists());
 }
 
+/// A directory where the cache entry belongs (or `results` a regular file): the ADD's
+/// plugins ran, the cache write fails, and the list's DEL undoes them (reverse order, the
+/// result as prevResult) before the error returns. The directory entry is cleared, so the
+/// next ADD works.
+#[test]
+fn failed_cache_write_undoes_the_add() {
+    let fake = FakePlugins::new(&["a", "b"]);
+    two_plugins(&fake);
+    let l = list("1.0.0", json!([{"type": "a"}, {"type": "b"}]), json!({}));
+    let entry = cache_file(&fake, "net", "c1", "eth0");
+    std::fs::create_dir_all(&entry).unwrap();
+    let e = cni(&fake).add_network_list(&l, &rt("c1")).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with(r#"failed to set network "net" cached result: "#),
+        "{e}"
+    );
+    assert_eq!(fake.trace(), ["a ADD", "b ADD", "b DEL", "a DEL"]);
+    let calls = fake.calls();
+    assert_eq!(calls[2].stdin["prevResult"], result_b());
+    assert_eq!(calls[3].env["CNI_NETNS"], "/run/netns/c1");
+    assert!(std::fs::symlink_metadata(&entry).is_err(), "entry cleared");
+    fake.clear_calls();
+    cni(&fake).add_network_list(&l, &rt("c1")).unwrap();
+    assert_eq!(fake.trace(), ["a ADD", "b ADD"]);
+    assert!(entry.is_file());
+
+    // `results` a regular file: the same undo; a DEL that fails too is reported with it.
+    let fake = FakePlugins::new(&["a", "b"]);
+    two_plugins(&fake);
+    std::fs::create_dir_all(fake.join("cache")).unwrap();
+    std::fs::write(fake.join("cache/results"), "").unwrap();
+    fake.fail("a", "DEL", 11, "busy");
+    let e = cni(&fake).add_network_list(&l, &rt("c1")).unwrap_err();
+    assert_eq!(fake.trace(), ["a ADD", "b ADD", "b DEL", "a DEL"]);
+    assert!(
+        e.to_string()
+            .ends_with(r#" (undoing the ADD failed too: plugin type="a" failed (delete): busy)"#),
+        "{e}"
+    );
+}
+
+/// DEL clears whatever sits where the cache entry belongs: a symlink (not what it points
+/// to), a FIFO (never opened for a blocking read), an empty directory.
+#[test]
+fn del_clears_links_fifos_and_directories_in_the_cache() {
+    let (fake, l) = c1_attached();
+    let entry = cache_file(&fake, "net", "c1", "eth0");
+    let outside = fake.join("outside");
+    std::fs::write(&outside, "precious").unwrap();
+    let make: [(&str, &dyn Fn()); 3] = [
+        ("symlink", &|| {
+            std::os::unix::fs::symlink(&outside, &entry).unwrap()
+        }),
+        ("fifo", &|| {
+            nix::unistd::mkfifo(&entry, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
+        }),
+        ("directory", &|| std::fs::create_dir(&entry).unwrap()),
+    ];
+    for (what, make) in make {
+        let _ = std::fs::remove_file(&entry);
+        make();
+        fake.clear_calls();
+        cni(&fake).del_network_list(&l, &rt("c1")).unwrap();
+        assert_eq!(fake.trace(), ["b DEL", "a DEL"], "{what}");
+        assert!(std::fs::symlink_metadata(&entry).is_err(), "{what} left");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"precious");
+    }
+}
+
 #[test]
 fn failed_add_writes_no_cache_and_keeps_the_code() {
     let fake = FakePlugins::new(&["a", "b"]);

@@ -79,7 +79,7 @@ fn installs_only_the_missing_packages_and_says_why() {
     assert_installs(
         &path,
         &out,
-        "iptables nftables containernetworking-plugins",
+        "iptables nftables conntrack containernetworking-plugins",
         "the tests",
     );
 }
@@ -126,7 +126,14 @@ fn the_demo_needs_less_than_the_tests() {
 fn nothing_is_installed_when_everything_is_there() {
     let go = TempDir::new("go");
     std::fs::write(go.join("bridge"), "").unwrap();
-    let tools = ["ip", "ping", "iptables", "iptables-restore", "nft"];
+    let tools = [
+        "ip",
+        "ping",
+        "iptables",
+        "iptables-restore",
+        "nft",
+        "conntrack",
+    ];
     let path = fake_path(&tools, true);
     let out = run(&path, go.path(), "need_test_packages");
     assert!(
@@ -146,7 +153,9 @@ fn without_apt_get_the_error_names_the_packages() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("missing packages for the tests (Debian names): iputils-ping nftables"),
+        stderr.contains(
+            "missing packages for the tests (Debian names): iputils-ping nftables conntrack"
+        ),
         "{stderr}"
     );
 }

@@ -17,6 +17,7 @@ pub mod iptables;
 pub mod names;
 mod nft;
 pub mod nftables;
+pub mod portmap;
 pub mod spoofcheck;
 
 #[cfg(test)]
@@ -130,7 +131,7 @@ fn both_backends(
         _ => Ok(()),
     };
     let (ipt, nft) = std::thread::scope(|s| {
-        let nft = libcni::task::start(s, || counted(nft(), nftables_usable));
+        let nft = sysproc::task::start(s, || counted(nft(), nftables_usable));
         (counted(ipt(), iptables_usable), nft.join())
     });
     FirewallError::collect([ipt, nft].into_iter().filter_map(Result::err).collect())

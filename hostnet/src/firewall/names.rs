@@ -23,6 +23,18 @@ pub fn iptables_chain(network: &str, container_id: &str) -> String {
     format!("CNI-{}", &hash[..24])
 }
 
+/// iptables per-attachment chain with a kind prefix (portmap's `DN-`): `CNI-` + prefix + hex
+/// of sha512(network + containerID), cut to 28 characters
+/// (`utils.MustFormatChainNameWithPrefix`).
+pub fn iptables_prefixed_chain(prefix: &str, network: &str, container_id: &str) -> String {
+    let mut chain = format!(
+        "CNI-{prefix}{}",
+        sha512_hex(&format!("{network}{container_id}"))
+    );
+    chain.truncate(28);
+    chain
+}
+
 /// iptables rule comment: `name: "<network>" id: "<containerID>"` with Go `%q`
 /// quoting (`utils.FormatComment`).
 pub fn iptables_comment(network: &str, container_id: &str) -> String {
@@ -85,7 +97,7 @@ pub fn spoofcheck_comment(reference: &str) -> String {
     format!("macspoofchk-{reference}")
 }
 
-pub use libcni::goquote::quote as go_quote;
+pub use sysproc::goquote::quote as go_quote;
 
 /// Inverse of [`go_quote`] for the escapes it produces for `"` and `\`; other
 /// escapes give `None` (such a comment was not written by us or the reference
@@ -169,6 +181,11 @@ mod tests {
         assert_eq!(chain.len(), 28);
         assert!(chain.starts_with("CNI-"));
         assert_eq!(chain, "CNI-30e7440e95deb2a63c98a3df");
+        // The portmap chain of cluster-networking.md section 4 (Go 1.1.1 made it).
+        assert_eq!(
+            iptables_prefixed_chain("DN-", "pmnet", "pm1"),
+            "CNI-DN-052f95871406991a21dc1"
+        );
         assert_eq!(
             iptables_comment("my\"net", "c1"),
             r#"name: "my\"net" id: "c1""#

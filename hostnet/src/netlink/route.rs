@@ -3,9 +3,10 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnetwork::IpNetwork;
-use rtnetlink::packet_core::NLM_F_CREATE;
+use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
 use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope,
+    RouteType,
 };
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
@@ -165,6 +166,30 @@ impl Netlink {
         )
     }
 
+    /// [`Self::routes`] made by `protocol` only (`ip route show proto P table all`;
+    /// `RTPROT_*`: 9 ra, or a daemon's own number).
+    pub fn routes_of_protocol(
+        &self,
+        family: IpFamily,
+        protocol: u8,
+    ) -> Result<Vec<Route>, NetlinkError> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = family.netlink();
+        self.dump(
+            &|| format!("list routes of protocol {protocol}"),
+            RouteNetlinkMessage::GetRoute(msg),
+            |m| match m {
+                RouteNetlinkMessage::NewRoute(r)
+                    if r.header.kind == RouteType::Unicast
+                        && u8::from(r.header.protocol) == protocol =>
+                {
+                    Route::from_message(&r)
+                }
+                _ => None,
+            },
+        )
+    }
+
     /// Adds a route with `NLM_F_CREATE` and without `NLM_F_EXCL`, as Go's
     /// `netlink.RouteAddEcmp` does: a route with the same destination and a
     /// different gateway is added next to the existing one (IPv6 merges them
@@ -183,6 +208,75 @@ impl Netlink {
             RouteNetlinkMessage::NewRoute(route_message(spec)),
             NLM_F_CREATE,
         )
+    }
+
+    /// Adds a main-table route `dst via gateway proto PROTOCOL` that must be new
+    /// (`NLM_F_EXCL`: EEXIST when a route with the same destination and metric exists).
+    pub fn add_route_excl(&self, spec: &RouteSpec, protocol: u8) -> Result<(), NetlinkError> {
+        self.change_with_protocol("add route", spec, protocol, NLM_F_CREATE | NLM_F_EXCL)
+    }
+
+    /// `ip route replace`: the route with this destination and metric becomes `spec`.
+    pub fn replace_route(&self, spec: &RouteSpec, protocol: u8) -> Result<(), NetlinkError> {
+        self.change_with_protocol(
+            "replace route",
+            spec,
+            protocol,
+            NLM_F_CREATE | NLM_F_REPLACE,
+        )
+    }
+
+    /// Deletes the route matching `spec` made by `protocol` only (the kernel compares
+    /// the protocol too); ESRCH if there is none.
+    pub fn del_route_of(&self, spec: &RouteSpec, protocol: u8) -> Result<(), NetlinkError> {
+        self.change_with_protocol("delete route", spec, protocol, 0)
+    }
+
+    fn change_with_protocol(
+        &self,
+        what: &str,
+        spec: &RouteSpec,
+        protocol: u8,
+        flags: u16,
+    ) -> Result<(), NetlinkError> {
+        let op = || match spec.gateway {
+            Some(gw) => format!("{what} {} via {gw}", spec.dst),
+            None => format!("{what} {}", spec.dst),
+        };
+        let mut msg = route_message(spec);
+        msg.header.protocol = RouteProtocol::from(protocol);
+        let msg = if flags == 0 {
+            RouteNetlinkMessage::DelRoute(msg)
+        } else {
+            RouteNetlinkMessage::NewRoute(msg)
+        };
+        self.ack(&op, msg, flags)
+    }
+
+    /// `ip route get ADDR`: the route the kernel would use to reach `addr`
+    /// (ENETUNREACH when none). With `fib_match`, the table entry that matched
+    /// (`ip route get fibmatch`: its own destination prefix) rather than the resolved path.
+    pub fn route_to(&self, addr: IpAddr, fib_match: bool) -> Result<Route, NetlinkError> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = match addr {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        msg.header.destination_prefix_length = if addr.is_ipv4() { 32 } else { 128 };
+        if fib_match {
+            msg.header.flags = RouteFlags::FibMatch;
+        }
+        msg.attributes
+            .push(RouteAttribute::Destination(addr.into()));
+        let op = || format!("get route to {addr}");
+        let answers = self.request(&op, RouteNetlinkMessage::GetRoute(msg), 0)?;
+        answers
+            .into_iter()
+            .find_map(|m| match m {
+                RouteNetlinkMessage::NewRoute(r) => Route::from_message(&r),
+                _ => None,
+            })
+            .ok_or_else(|| NetlinkError::unexpected(op(), "no route in the answer"))
     }
 
     /// Deletes the route matching `spec` (ESRCH, [`NetlinkError::is_not_found`], if none).

@@ -3,59 +3,262 @@
 //! `/proc/sys` for forwarding.
 
 use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard};
 
-use super::{NodeNet, NodeNetError, NodePolicy, PodRoute};
+use sysproc::netns::Netns;
+
+use super::firewall;
+use super::forwarding;
+use super::{NodeNet, NodeNetError, NodePolicy, PodRoute, ROUTE_PROTO};
+use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, RouteSpec};
+use crate::nftnl::{NfSocket, NftError};
 
 /// The kernel of the namespace this was opened in.
 #[derive(Debug)]
 pub struct HostNodeNet {
-    _private: (),
+    routes: Netlink,
+    /// Where sysctls are written and the netfilter socket is opened.
+    netns: Netns,
+    /// Opened at first use: a node without nf_tables still gets its routes.
+    nft: Mutex<Option<NfSocket>>,
+}
+
+fn node_error(op: &str, reason: impl ToString, errno: Option<i32>) -> NodeNetError {
+    NodeNetError {
+        op: op.to_string(),
+        reason: reason.to_string(),
+        errno,
+    }
+}
+
+fn from_netlink(op: &str) -> impl FnOnce(NetlinkError) -> NodeNetError + '_ {
+    move |e| node_error(op, &e, e.errno())
+}
+
+fn from_nft(op: &str) -> impl FnOnce(NftError) -> NodeNetError + '_ {
+    move |e| node_error(op, &e, e.errno())
+}
+
+fn spec(route: &PodRoute) -> RouteSpec {
+    RouteSpec {
+        dst: route.dst,
+        gateway: Some(route.gateway),
+        oif: None,
+        priority: None,
+        table: Some(MAIN_TABLE),
+        scope: None,
+    }
 }
 
 impl HostNodeNet {
     /// The calling thread's network namespace (the host's, in the DaemonSet).
     pub fn current() -> Result<HostNodeNet, NodeNetError> {
-        Err(unimplemented_op("open"))
+        let open = "open the node's network namespace";
+        let netns = Netns::current().map_err(|e| node_error(open, &e, None))?;
+        let routes = Netlink::current().map_err(from_netlink(open))?;
+        Ok(HostNodeNet {
+            routes,
+            netns,
+            nft: Mutex::new(None),
+        })
+    }
+
+    /// The namespace `ns` (tests use a namespace as a "node").
+    pub fn in_netns(ns: &Netns) -> Result<HostNodeNet, NodeNetError> {
+        let open = "open a network namespace";
+        ns.run(HostNodeNet::current)
+            .map_err(|e| node_error(open, &e, None))?
+    }
+
+    /// The netfilter socket, opened in our namespace on first use.
+    fn nft(&self, op: &str) -> Result<MutexGuard<'_, Option<NfSocket>>, NodeNetError> {
+        let mut guard = self.nft.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            let sock = self
+                .netns
+                .run(NfSocket::open)
+                .map_err(|e| node_error(op, &e, None))?
+                .map_err(from_nft(op))?;
+            *guard = Some(sock);
+        }
+        Ok(guard)
+    }
+
+    fn with_nft<T>(
+        &self,
+        op: &str,
+        f: impl FnOnce(&mut NfSocket) -> Result<T, NftError>,
+    ) -> Result<T, NodeNetError> {
+        let mut guard = self.nft(op)?;
+        let Some(sock) = guard.as_mut() else {
+            return Err(node_error(op, "netfilter socket not open", None));
+        };
+        f(sock).map_err(from_nft(op))
+    }
+
+    /// The families with a legacy (x_tables, not nf_tables) iptables `filter` table in
+    /// our namespace: `ip_tables_names` and/or `ip6_tables_names` list it. nf_tables cannot
+    /// see such a table, so a FORWARD policy of DROP there drops pod traffic whatever we do.
+    pub fn legacy_iptables_filters(&self) -> Vec<&'static str> {
+        let found = self.netns.run(|| {
+            ["ip_tables_names", "ip6_tables_names"]
+                .into_iter()
+                .filter(|f| {
+                    std::fs::read_to_string(format!("/proc/thread-self/net/{f}"))
+                        .is_ok_and(|t| t.lines().any(|l| l == "filter"))
+                })
+                .collect()
+        });
+        found.unwrap_or_default()
+    }
+
+    fn warn_if_legacy_iptables(&self) {
+        let legacy = self.legacy_iptables_filters();
+        if !legacy.is_empty() {
+            eprintln!(
+                "warning: this node has legacy (non-nf_tables) iptables filter tables ({}); \
+                 a FORWARD policy of DROP there is not overridden for pod traffic \
+                 (add `iptables -I FORWARD -s <podCIDR> -j ACCEPT` and `-d` there, or use iptables-nft)",
+                legacy.join(", ")
+            );
+        }
     }
 }
 
-fn unimplemented_op(op: &str) -> NodeNetError {
-    NodeNetError {
-        op: op.to_string(),
-        reason: "not implemented yet".to_string(),
-        errno: None,
-    }
-}
+/// The agent runs its reconcile and its health endpoint on different threads.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<HostNodeNet>();
+};
 
 impl NodeNet for HostNodeNet {
     fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError> {
-        Err(unimplemented_op("list routes"))
+        let mut out = Vec::new();
+        for family in [IpFamily::V4, IpFamily::V6] {
+            let routes = self
+                .routes
+                .routes_of_protocol(family, ROUTE_PROTO)
+                .map_err(from_netlink("list routes"))?;
+            out.extend(
+                routes
+                    .into_iter()
+                    .filter(|r| r.table == MAIN_TABLE)
+                    .filter_map(|r| {
+                        Some(PodRoute {
+                            dst: r.dst,
+                            gateway: r.gateway?,
+                        })
+                    }),
+            );
+        }
+        Ok(out)
     }
-    fn add_route(&self, _: &PodRoute) -> Result<(), NodeNetError> {
-        Err(unimplemented_op("add route"))
+
+    fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
+        let op = "add route";
+        // NLM_F_EXCL only sees a route of the same metric: any route to this very
+        // destination (the most specific entry for its first address) is someone's.
+        match self.routes.route_to(route.dst.network(), true) {
+            Ok(held) if held.dst == route.dst && held.table == MAIN_TABLE => {
+                return Err(node_error(
+                    op,
+                    format!("a route to {} exists already", route.dst),
+                    Some(super::libc_errno::EEXIST),
+                ));
+            }
+            Ok(_) => {}
+            // Nothing routes there yet.
+            Err(e)
+                if matches!(
+                    e.errno(),
+                    Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
+                ) => {}
+            Err(e) => return Err(from_netlink(op)(e)),
+        }
+        self.routes
+            .add_route_excl(&spec(route), ROUTE_PROTO)
+            .map_err(from_netlink(op))
     }
-    fn replace_route(&self, _: &PodRoute) -> Result<(), NodeNetError> {
-        Err(unimplemented_op("replace route"))
+
+    fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
+        self.routes
+            .replace_route(&spec(route), ROUTE_PROTO)
+            .map_err(from_netlink("replace route"))
     }
-    fn del_route(&self, _: &PodRoute) -> Result<(), NodeNetError> {
-        Err(unimplemented_op("delete route"))
+
+    fn del_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
+        self.routes
+            .del_route_of(&spec(route), ROUTE_PROTO)
+            .map_err(from_netlink("delete route"))
     }
-    fn on_link(&self, _: IpAddr) -> Result<bool, NodeNetError> {
-        Err(unimplemented_op("route get"))
+
+    fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError> {
+        match self.routes.route_to(addr, false) {
+            Ok(route) => Ok(route.gateway.is_none() && route.multipath_gateways.is_empty()),
+            Err(e)
+                if matches!(
+                    e.errno(),
+                    Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(from_netlink("route get")(e)),
+        }
     }
+
     fn local_addrs(&self) -> Result<Vec<IpAddr>, NodeNetError> {
-        Err(unimplemented_op("list addresses"))
+        Ok(self
+            .routes
+            .addresses(None)
+            .map_err(from_netlink("list addresses"))?
+            .into_iter()
+            .map(|a| a.addr.ip())
+            .collect())
     }
-    fn apply_firewall(&self, _: &NodePolicy) -> Result<(), NodeNetError> {
-        Err(unimplemented_op("apply firewall"))
+
+    fn apply_firewall(&self, policy: &NodePolicy) -> Result<(), NodeNetError> {
+        if policy.v4.is_some() || policy.v6.is_some() {
+            self.warn_if_legacy_iptables();
+        }
+        self.with_nft("apply firewall", |nf| {
+            let msgs = firewall::apply_batch(nf, policy)?;
+            nf.batch(&msgs)
+        })
     }
-    fn firewall_matches(&self, _: &NodePolicy) -> Result<bool, NodeNetError> {
-        Err(unimplemented_op("read firewall"))
+
+    fn firewall_matches(&self, policy: &NodePolicy) -> Result<bool, NodeNetError> {
+        self.with_nft("read firewall", |nf| firewall::matches(nf, policy))
     }
+
     fn remove_firewall(&self) -> Result<(), NodeNetError> {
-        Err(unimplemented_op("remove firewall"))
+        let op = "remove firewall";
+        // A kernel without nfnetlink or nf_tables holds nothing of ours: absent is success.
+        match self.nft(op) {
+            Err(e) if e.errno == Some(nix::libc::EPROTONOSUPPORT) => return Ok(()),
+            Err(e) => return Err(e),
+            Ok(_) => {}
+        }
+        self.with_nft(op, |nf| {
+            let msgs = firewall::apply_batch(nf, &NodePolicy::default())?;
+            match nf.batch(&msgs) {
+                Err(NftError::NoNfTables { .. }) => Ok(()),
+                other => other,
+            }
+        })
     }
-    fn enable_forwarding(&self, _: bool, _: bool) -> Result<(), NodeNetError> {
-        Err(unimplemented_op("enable forwarding"))
+
+    fn enable_forwarding(&self, v4: bool, v6: bool) -> Result<(), NodeNetError> {
+        let op = "enable forwarding";
+        self.netns
+            .run(|| forwarding::enable(&self.routes, v4, v6))
+            .map_err(|e| node_error(op, &e, None))?
+            .map_err(|e| {
+                let errno = match &e {
+                    forwarding::ForwardingError::Netlink(n) => n.errno(),
+                    forwarding::ForwardingError::Sysctl(s) => s.errno(),
+                };
+                node_error(op, &e, errno)
+            })
     }
 }

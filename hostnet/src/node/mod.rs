@@ -9,6 +9,8 @@ use ipnetwork::IpNetwork;
 
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+mod firewall;
+mod forwarding;
 mod host;
 
 pub use host::HostNodeNet;
@@ -78,7 +80,7 @@ pub trait NodeNet {
     /// Every route in the main table with protocol [`ROUTE_PROTO`], both families.
     fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError>;
     /// Adds a route that must not exist yet (`NLM_F_EXCL`): a route of someone else to the
-    /// same destination makes this fail with EEXIST and is left alone.
+    /// same destination (whatever its metric) makes this fail with EEXIST and is left alone.
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
     /// Replaces our route to `route.dst` (a changed gateway) in one message.
     fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
@@ -88,12 +90,21 @@ pub trait NodeNet {
     fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError>;
     /// Every address on this node's interfaces (a peer claiming one is refused).
     fn local_addrs(&self) -> Result<Vec<IpAddr>, NodeNetError>;
-    /// Makes our firewall table exactly `policy`, in one transaction.
+    /// Makes our firewall table exactly `policy`, in one transaction: table `inet cni-rs`
+    /// (masquerade) and, where iptables-nft's `filter FORWARD` chains exist, our commented
+    /// accepts for the pod ranges at their head (see `firewall.rs`).
     fn apply_firewall(&self, policy: &NodePolicy) -> Result<(), NodeNetError>;
-    /// Whether our firewall table is present and matches `policy` (readiness, drift).
+    /// Whether our firewall table is present and matches `policy` (readiness, drift): its
+    /// sets' elements, its chain and rules, and our FORWARD accepts in every iptables-nft
+    /// `filter FORWARD` chain (one made after our apply, as Docker's, is drift).
     fn firewall_matches(&self, policy: &NodePolicy) -> Result<bool, NodeNetError>;
-    /// Removes our firewall table (and only ours); absent is success.
+    /// Removes our firewall table and our FORWARD accepts (and only ours); absent, or a
+    /// kernel without nf_tables, is success.
     fn remove_firewall(&self) -> Result<(), NodeNetError>;
-    /// Turns IPv4 and/or IPv6 forwarding on (keeping an RA-learned IPv6 default route).
+    /// Turns IPv4 and/or IPv6 forwarding on (keeping an RA-learned IPv6 default route:
+    /// `accept_ra` 2 first on each interface that holds a `proto ra` route and has 1).
     fn enable_forwarding(&self, v4: bool, v6: bool) -> Result<(), NodeNetError>;
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,12 @@
-//! Decoding: bytes -> a `serde_json::Value` (iterative depth check first, duplicates
-//! collapsed) -> `T` through [`Go`], a deserializer that applies Go's field rules.
+//! Decoding: [`from_slice`] goes from the bytes straight to `T` ([`lazy`]: iterative depth
+//! check and syntax check first, then each level parsed only when `T` asks for it, so
+//! what no field takes is never built); [`with_document`] builds a whole
+//! `serde_json::Value` (duplicates collapsed) for callers that decode several types from
+//! one parse, each through [`Go`]. Both apply the same Go field rules.
+
+mod lazy;
+
+pub use lazy::last_field_is_null;
 
 use serde::Deserialize;
 use serde::de::{
@@ -12,6 +19,10 @@ use std::fmt;
 pub const MAX_DEPTH: usize = 10_000;
 /// Documents up to this depth are decoded on the caller's stack (a 2 MiB thread has room).
 const INLINE_DEPTH: usize = 100;
+/// Documents up to this depth are decoded lazily: each level rescans what is below it, so
+/// the work grows with depth times size; real configs nest under 10 levels. Deeper ones
+/// are built whole (linear work, but every value built).
+const LAZY_DEPTH: usize = 32;
 /// Stack per level for deeper ones: parsing, decoding and dropping recurse once per level
 /// (a debug build needs under 4 KiB; the pages are only touched as deep as the document).
 const STACK_PER_LEVEL: usize = 16 << 10;
@@ -57,10 +68,26 @@ impl de::Error for Error {
     }
 }
 
-/// Decodes `bytes` into `T` with Go's rules (see the module docs). Deep documents are
-/// decoded on a helper thread with a stack sized for their depth.
+/// Decodes `bytes` into `T` with Go's rules (see the module docs), building only what `T`
+/// keeps. Deep documents are decoded on a helper thread with a stack sized for their depth.
 pub fn from_slice<T: DeserializeOwned + Send>(bytes: &[u8]) -> Result<T, Error> {
-    with_document(bytes, from_value)?
+    let depth = nesting_depth(bytes)?;
+    if depth > LAZY_DEPTH {
+        return on_sized_stack(depth, || parse(bytes).and_then(from_value))?;
+    }
+    T::deserialize(lazy::Raw(lazy::parse(bytes)?))
+}
+
+/// [`from_slice`] into a map that keeps only the top-level keys named exactly `keys`:
+/// the others are skipped, not built.
+pub fn pick_keys(bytes: &[u8], keys: &[&str]) -> Result<Map<String, Value>, Error> {
+    let depth = nesting_depth(bytes)?;
+    if depth > LAZY_DEPTH {
+        let mut all: Map<String, Value> = from_slice(bytes)?;
+        all.retain(|k, _| keys.contains(&k.as_str()));
+        return Ok(all);
+    }
+    lazy::pick_keys(bytes, keys)
 }
 
 /// Parses `bytes` once (syntax, depth, repeated keys as Go reads them) and hands the
@@ -70,21 +97,28 @@ pub fn from_slice<T: DeserializeOwned + Send>(bytes: &[u8]) -> Result<T, Error> 
 /// document; it must not return the document (or a deep part of it) to the caller.
 pub fn with_document<T: Send>(bytes: &[u8], f: impl FnOnce(Value) -> T + Send) -> Result<T, Error> {
     let depth = nesting_depth(bytes)?;
+    on_sized_stack(depth, || parse(bytes).map(f))?
+}
+
+/// Runs `f` here when `depth` is shallow, else on a thread with a stack for that depth.
+fn on_sized_stack<T: Send>(depth: usize, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
     if depth <= INLINE_DEPTH {
-        return parse(bytes).map(f);
+        return Ok(f());
     }
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("json-decode".into())
             .stack_size((depth + 64) * STACK_PER_LEVEL)
-            .spawn_scoped(s, || parse(bytes).map(f))
+            .spawn_scoped(s, f)
             .map_err(|e| {
                 de::Error::custom(format!(
                     "cannot start a thread to decode JSON nested {depth} levels: {e}"
                 ))
-            })?
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
     })
 }
 
@@ -222,21 +256,27 @@ pub fn eq_fold(key: &str, name: &str) -> bool {
 /// Go's struct rule: each key fills the field of its exact name, else the field equal to it
 /// case-insensitively; later keys overwrite earlier ones; `null` and unknown keys change
 /// nothing (they are dropped here, so serde's defaults apply).
-fn match_fields(m: Map<String, Value>, fields: &[&str]) -> Map<String, Value> {
+fn match_fields(m: Map<String, Value>, fields: &[&'static str]) -> Map<String, Value> {
     let mut out = Map::new();
     for (k, v) in m {
         if v.is_null() {
             continue;
         }
-        let field = fields
-            .iter()
-            .find(|f| **f == k)
-            .or_else(|| fields.iter().find(|f| eq_fold(&k, f)));
-        if let Some(f) = field {
-            out.insert((*f).to_string(), v);
+        if let Some(f) = match_field(&k, fields) {
+            out.insert(f.to_string(), v);
         }
     }
     out
+}
+
+/// The field `key` fills: the one of its exact name, else one equal to it
+/// case-insensitively.
+fn match_field(key: &str, fields: &[&'static str]) -> Option<&'static str> {
+    fields
+        .iter()
+        .find(|f| **f == key)
+        .or_else(|| fields.iter().find(|f| eq_fold(key, f)))
+        .copied()
 }
 
 fn unexpected(v: &Value) -> de::Unexpected<'_> {

@@ -14,5 +14,6 @@ mod decode;
 pub mod encode;
 
 pub use decode::{
-    Error, MAX_DEPTH, eq_fold, field, from_slice, from_value, map_field, with_document,
+    Error, MAX_DEPTH, eq_fold, field, from_slice, from_value, last_field_is_null, map_field,
+    pick_keys, with_document,
 };

@@ -3,19 +3,27 @@
 //! `{"kind":"cniCacheV1","containerId":..,"config":"<base64>","ifName":..,"networkName":..,
 //! "netns":..,"cniArgs":[[k,v]],"capabilityArgs":{..},"result":{..}}` (the last four omitted
 //! when empty), written compact with Go's key order and escaping.
+//!
+//! Unlike Go, entries follow [`crate::file`]'s rules: written whole (temp file, fsync,
+//! rename: never through a symlink), read only when a regular file (never through a
+//! symlink, never waiting on a FIFO, at most [`MAX_ENTRY`] bytes); DEL removes whatever
+//! is in an entry's place.
 
 use super::RuntimeConf;
 use super::gojson;
+use crate::file::{self, Links, MAX_CONFIG, ReadError};
 use crate::types::CniResult;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 pub const KIND_V1: &str = "cniCacheV1";
+
+/// The largest entry read: room for a config of [`MAX_CONFIG`] (base64) and its result.
+pub const MAX_ENTRY: u64 = 4 * MAX_CONFIG;
 
 /// Go libcni's default cache directory.
 pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni";
@@ -35,6 +43,12 @@ pub enum CacheError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// An entry that is not a regular file, or too large (Go hangs on a FIFO and reads
+    /// `/dev/zero` without end).
+    #[error("{}: {source}", path.display())]
+    Entry { path: PathBuf, source: ReadError },
+    #[error("{}: is a symlink, not a directory of the cache's own", path.display())]
+    LinkedDir { path: PathBuf },
     #[error("failed to unmarshal cached network {network:?} config: {source}")]
     Decode {
         network: String,
@@ -210,23 +224,34 @@ impl Cache {
                 .mode(0o700)
                 .create(parent)
                 .map_err(io)?;
+            // The results directory itself is never a link out of the cache dir.
+            if std::fs::symlink_metadata(parent).map_err(io)?.is_symlink() {
+                return Err(CacheError::LinkedDir {
+                    path: parent.to_path_buf(),
+                });
+            }
         }
-        write_file(&path, info.to_go_json().as_bytes()).map_err(io)
+        file::write_atomic(&path, info.to_go_json().as_bytes(), 0o600).map_err(io)
     }
 
-    /// Removes the cache file; a missing one is fine (DEL may repeat).
+    /// Removes the entry, whatever is in its place (a file, a symlink but not its target,
+    /// a FIFO, an empty directory), and a temp file a killed write left; a missing one is
+    /// fine (DEL may repeat).
     pub fn remove(&self, network: &str, rt: &RuntimeConf) -> Result<(), CacheError> {
         let path = self.file_path(network, rt)?;
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != ErrorKind::NotFound => Err(CacheError::Io { path, source: e }),
-            _ => Ok(()),
-        }
+        let _ = file::remove_entry(&file::temp_path(&path));
+        file::remove_entry(&path).map_err(|source| CacheError::Io { path, source })
     }
 
+    /// The entry's bytes; `None` when there is none or it cannot be read (like Go). An
+    /// entry that is not a regular file or is too large is an error.
     fn read(&self, network: &str, rt: &RuntimeConf) -> Result<Option<Vec<u8>>, CacheError> {
         let path = self.file_path(network, rt)?;
-        // Like Go: an unreadable file is treated as absent.
-        Ok(std::fs::read(path).ok())
+        match file::read_regular(&path, Links::Refuse, MAX_ENTRY) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(ReadError::Io(_)) => Ok(None),
+            Err(source) => Err(CacheError::Entry { path, source }),
+        }
     }
 
     /// The cached result converted to `version` (Go `getCachedResult`): `None` when there is
@@ -311,7 +336,10 @@ impl Cache {
                     _ => continue,
                 }
             }
-            let Ok(bytes) = std::fs::read(dir.join(&name)) else {
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                continue; // a write that never finished (see [`file::write_atomic`])
+            }
+            let Ok(bytes) = file::read_regular(&dir.join(&name), Links::Refuse, MAX_ENTRY) else {
                 continue;
             };
             let Ok(info) = crate::gojson::from_slice::<CachedInfo>(&bytes) else {
@@ -336,18 +364,6 @@ impl Cache {
         }
         Ok(out)
     }
-}
-
-/// Go `os.WriteFile(path, bytes, 0o600)`.
-fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?
-        .write_all(bytes)
 }
 
 #[cfg(test)]

@@ -2,8 +2,14 @@
 //! `.conflist` files first (sorted; a malformed one aborts), then `.conf`/`.json` files
 //! upgraded to a one-plugin list; `cniVersions` selection; `disableCheck`/`disableGC`/
 //! `loadOnlyInlinedPlugins` as bool or "true"/"false"; plugins from `<dir>/<name>/*.conf`.
+//!
+//! Unlike Go, a file that is not a regular file (a FIFO, on which Go waits forever; a
+//! device such as `/dev/zero`, which Go reads without end) or is larger than
+//! [`MAX_CONFIG`] is skipped by the directory loaders, with a line on stderr naming it and
+//! why. A regular file that cannot be read or parsed still aborts loading, as in Go.
 
 use super::gojson;
+use crate::file::{self, Links, MAX_CONFIG, ReadError};
 use crate::types::NetConf;
 use crate::version;
 use serde_json::{Map, Value, json};
@@ -20,6 +26,9 @@ pub enum ConfError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A file loaders skip: not a regular file, or larger than [`MAX_CONFIG`].
+    #[error("error reading {}: {source}", path.display())]
+    Unusable { path: PathBuf, source: ReadError },
     /// A plugin object that does not decode.
     #[error("error parsing configuration: {0}")]
     Plugin(#[source] crate::gojson::Error),
@@ -96,6 +105,17 @@ pub struct NetworkConfigList {
     pub bytes: Vec<u8>,
 }
 
+/// The keys of a list that [`NetworkConfigList::from_bytes`] reads.
+const LIST_KEYS: &[&str] = &[
+    "name",
+    "cniVersion",
+    "cniVersions",
+    "disableCheck",
+    "disableGC",
+    "loadOnlyInlinedPlugins",
+    "plugins",
+];
+
 fn list_err(msg: impl std::fmt::Display) -> ConfError {
     ConfError::Invalid(format!("error parsing configuration list: {msg}"))
 }
@@ -115,7 +135,8 @@ impl NetworkConfigList {
     /// Go `NetworkConfFromBytes`. A list without `plugins` is accepted here (plugins may come
     /// from `<dir>/<name>/*.conf`); [`NetworkConfigList::from_file`] requires at least one.
     pub fn from_bytes(bytes: &[u8]) -> Result<NetworkConfigList, ConfError> {
-        let raw: Map<String, Value> = crate::gojson::from_slice(bytes).map_err(ConfError::List)?;
+        // Only the keys read here are built (Go builds the whole document).
+        let raw = crate::gojson::pick_keys(bytes, LIST_KEYS).map_err(ConfError::List)?;
         let name = match raw.get("name") {
             None => return Err(list_err("no name")),
             Some(Value::String(s)) => s.clone(),
@@ -198,7 +219,10 @@ impl NetworkConfigList {
                 source,
             })?;
             for file in files {
-                list.plugins.push(PluginConfig::from_bytes(&read(&file)?)?);
+                let Some(bytes) = skip_unusable(read(&file))? else {
+                    continue;
+                };
+                list.plugins.push(PluginConfig::from_bytes(&bytes)?);
             }
         }
         if list.plugins.is_empty() {
@@ -248,11 +272,31 @@ fn select_version(cni_version: &str, versions: &Value) -> Result<String, ConfErr
     })
 }
 
+/// A config file's bytes: a regular file (an operator's symlink to one is fine), opened
+/// without waiting on a FIFO, at most [`MAX_CONFIG`] bytes.
 fn read(path: &Path) -> Result<Vec<u8>, ConfError> {
-    std::fs::read(path).map_err(|source| ConfError::Read {
-        path: path.to_path_buf(),
-        source,
+    file::read_regular(path, Links::Follow, MAX_CONFIG).map_err(|e| match e {
+        ReadError::Io(source) => ConfError::Read {
+            path: path.to_path_buf(),
+            source,
+        },
+        source => ConfError::Unusable {
+            path: path.to_path_buf(),
+            source,
+        },
     })
+}
+
+/// `None`, said on stderr, for a file the loaders skip ([`ConfError::Unusable`]).
+fn skip_unusable<T>(r: Result<T, ConfError>) -> Result<Option<T>, ConfError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(ConfError::Unusable { path, source }) => {
+            crate::log!("cni: skipping {}: {source}", path.display());
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Go `filepath.Ext`: the suffix from the last dot of the file name (".conf" for ".conf").
@@ -300,7 +344,10 @@ pub fn load_conf(dir: &Path, name: &str) -> Result<PluginConfig, ConfError> {
         });
     }
     for file in files {
-        let conf = PluginConfig::from_bytes(&read(&file)?)?;
+        let Some(bytes) = skip_unusable(read(&file))? else {
+            continue;
+        };
+        let conf = PluginConfig::from_bytes(&bytes)?;
         if conf.network.name == name {
             return Ok(conf);
         }
@@ -315,7 +362,9 @@ pub fn load_conf(dir: &Path, name: &str) -> Result<PluginConfig, ConfError> {
 pub fn load_network_conf(dir: &Path, name: &str) -> Result<NetworkConfigList, ConfError> {
     let lists = conf_files(dir, &[".conflist"]).map_err(|e| dir_err(dir, e))?;
     for file in &lists {
-        let list = NetworkConfigList::from_file(file)?;
+        let Some(list) = skip_unusable(NetworkConfigList::from_file(file))? else {
+            continue;
+        };
         if list.name == name {
             return Ok(list);
         }

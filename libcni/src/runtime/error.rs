@@ -21,8 +21,13 @@ pub enum RuntimeError {
     },
     #[error("configuration version {0:?} does not support the CHECK command")]
     CheckNotSupported(String),
-    #[error("failed to set network {network:?} cached result: {source}")]
-    CacheWrite { network: String, source: CacheError },
+    /// The ADD was undone (the list's DEL); `undo` is that DEL's failure, if any.
+    #[error("failed to set network {network:?} cached result: {source}{}", undo_note(.undo))]
+    CacheWrite {
+        network: String,
+        source: CacheError,
+        undo: Option<Box<RuntimeError>>,
+    },
     #[error("failed to get network {network:?} cached result: {source}")]
     CacheRead { network: String, source: CacheError },
     #[error("failed to delete stale attachment {container_id} {ifname}: {source}")]
@@ -47,6 +52,13 @@ pub enum RuntimeError {
     Validate(Vec<RuntimeError>),
     #[error("plugin {plugin} does not support config version {version:?}")]
     UnsupportedVersion { plugin: String, version: String },
+}
+
+fn undo_note(undo: &Option<Box<RuntimeError>>) -> String {
+    match undo {
+        None => String::new(),
+        Some(e) => format!(" (undoing the ADD failed too: {e})"),
+    }
 }
 
 fn join(errs: &[RuntimeError], sep: &str) -> String {

@@ -58,20 +58,30 @@ impl CniConfig {
                 list.name
             )))
         })?;
-        let rendered =
-            result
-                .to_value(&result.cni_version)
-                .map_err(|source| RuntimeError::CacheWrite {
+        let cached = result
+            .to_value(&result.cni_version)
+            .map_err(CacheError::Result)
+            .and_then(|rendered| {
+                self.cache
+                    .add_rendered(&rendered, &list.bytes, &list.name, rt)
+                    .map(|()| rendered)
+            });
+        match cached {
+            Ok(rendered) => Ok((result, rendered)),
+            // What the plugins made would leak (no later DEL finds a cached result, and a
+            // runtime may never DEL a failed ADD): undone first, as a plugin undoes a
+            // failed ADD, with the result as prevResult (as DEL would read it from the cache).
+            Err(source) => {
+                let prev = result.convert_to(&list.cni_version).ok();
+                let undo = self.del_plugins(list, prev.as_ref(), rt).err();
+                let _ = self.cache.remove(&list.name, rt);
+                Err(RuntimeError::CacheWrite {
                     network: list.name.clone(),
-                    source: CacheError::Result(source),
-                })?;
-        self.cache
-            .add_rendered(&rendered, &list.bytes, &list.name, rt)
-            .map_err(|source| RuntimeError::CacheWrite {
-                network: list.name.clone(),
-                source,
-            })?;
-        Ok((result, rendered))
+                    source,
+                    undo: undo.map(Box::new),
+                })
+            }
+        }
     }
 
     fn add_one(
@@ -106,17 +116,34 @@ impl CniConfig {
                 }
             }
         }
+        self.del_plugins(list, cached.as_ref(), rt)?;
+        // Go removes it only when a result was cached; removing it always also clears
+        // entries of configs older than 0.4.0, which Go leaves behind forever.
+        if let Err(e) = self.cache.remove(&list.name, rt) {
+            crate::log!(
+                "cni: DEL of {}: cannot remove the cached result: {e}",
+                list.name
+            );
+        }
+        Ok(())
+    }
+
+    /// DEL on every plugin in reverse order, `prev` as `prevResult` (config >= 0.4.0).
+    fn del_plugins(
+        &self,
+        list: &NetworkConfigList,
+        prev: Option<&CniResult>,
+        rt: &RuntimeConf,
+    ) -> Result<(), RuntimeError> {
+        let prev = prev.filter(|_| version::at_least(&list.cni_version, "0.4.0").unwrap_or(false));
         for plugin in list.plugins.iter().rev() {
-            self.run_one("DEL", list, plugin, cached.as_ref(), rt)
+            self.run_one("DEL", list, plugin, prev, rt)
                 .map_err(|source| RuntimeError::Plugin {
                     plugin: plugin.description(),
                     verb: "delete",
                     source,
                 })?;
         }
-        // Go removes it only when a result was cached; removing it always also clears
-        // entries of configs older than 0.4.0, which Go leaves behind forever.
-        let _ = self.cache.remove(&list.name, rt);
         Ok(())
     }
 

@@ -41,19 +41,25 @@ pub struct NetConf {
         skip_serializing_if = "Option::is_none"
     )]
     pub prev_result: Option<Value>,
-    /// `None`: the key is absent or null; see [`NetConf::gc_attachments`].
+    /// GC's list of attachments to keep; `null` is read as `[]`. See
+    /// [`NetConf::gc_attachments`].
     #[serde(
         rename = "cni.dev/valid-attachments",
         default,
         skip_serializing_if = "Option::is_none"
     )]
     pub valid_attachments: Option<Vec<GcAttachment>>,
-    /// The key is there with the value `null`.
-    #[serde(skip)]
-    valid_attachments_null: bool,
+    /// The same list under the name libcni v1.2.0 used (Go libcni sends both keys).
+    #[serde(
+        rename = "cni.dev/attachments",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub legacy_attachments: Option<Vec<GcAttachment>>,
 }
 
 const VALID_ATTACHMENTS: &str = "cni.dev/valid-attachments";
+const LEGACY_ATTACHMENTS: &str = "cni.dev/attachments";
 
 /// The `ipam` object; only `type` is common, the rest belongs to the IPAM plugin.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -85,38 +91,46 @@ fn decoding(e: gojson::Error) -> crate::Error {
 }
 
 impl NetConf {
-    /// Parses the common fields; the message matches Go skel's decode error.
+    /// Parses the common fields (building nothing else); the message matches Go skel's
+    /// decode error.
     pub fn parse(bytes: &[u8]) -> Result<NetConf, crate::Error> {
-        gojson::with_document(bytes, |doc| NetConf::from_document(doc, bytes)).map_err(decoding)?
+        let conf = gojson::from_slice(bytes).map_err(decoding)?;
+        Ok(NetConf::with_null_lists(conf, bytes))
     }
 
     /// [`parse`](Self::parse) for a document already parsed from `bytes` (by
     /// [`gojson::with_document`]), for a plugin that decodes its own fields from the same
     /// parse.
     pub fn from_document(doc: Value, bytes: &[u8]) -> Result<NetConf, crate::Error> {
-        // Struct decoding drops nulls, so they are looked for in the document; only when
-        // the key can be there (a key spelled with escapes is then read as absent: GC
-        // releases nothing, the safe side).
-        let null_attachments = contains_ignore_ascii_case(bytes, b"attachments")
-            && doc.as_object().is_some_and(|top| {
-                top.iter()
-                    .any(|(k, v)| v.is_null() && gojson::eq_fold(k, VALID_ATTACHMENTS))
-            });
-        let mut conf: NetConf = gojson::from_value(doc).map_err(decoding)?;
-        conf.valid_attachments_null = conf.valid_attachments.is_none() && null_attachments;
-        Ok(conf)
+        let conf = gojson::from_value(doc).map_err(decoding)?;
+        Ok(NetConf::with_null_lists(conf, bytes))
     }
 
-    /// What GC must keep: `None` when the runtime sent no list (release nothing). A `null`
-    /// list is refused: it is not an empty list, and reading it as one would release every
-    /// attachment of the network.
-    pub fn gc_attachments(&self) -> Result<Option<&[GcAttachment]>, crate::Error> {
-        if self.valid_attachments_null {
-            return Err(crate::Error::invalid_config(format!(
-                "{VALID_ATTACHMENTS} is null: GC needs the list of valid attachments"
-            )));
+    /// Struct decoding drops nulls, so a null GC list is looked for in `bytes` (only when
+    /// the key can be there; a key spelled with escapes is then read as absent: GC
+    /// releases nothing, the safe side). For a slice Go's null sets it to nil: the last
+    /// key (any case) decides.
+    fn with_null_lists(mut conf: NetConf, bytes: &[u8]) -> NetConf {
+        if contains_ignore_ascii_case(bytes, b"attachments") {
+            if gojson::last_field_is_null(bytes, VALID_ATTACHMENTS) {
+                conf.valid_attachments = Some(Vec::new());
+            }
+            if gojson::last_field_is_null(bytes, LEGACY_ATTACHMENTS) {
+                conf.legacy_attachments = Some(Vec::new());
+            }
         }
-        Ok(self.valid_attachments.as_deref())
+        conf
+    }
+
+    /// What GC must keep: `cni.dev/valid-attachments`, else `cni.dev/attachments` (its name
+    /// in libcni v1.2.0). `null` is the empty list: Go's libcni encodes a runtime's empty
+    /// (nil) list that way, and CRI-O sends it on a node with no pod. `None` when neither key
+    /// is there: no runtime speaking GC sends that, so GC then releases nothing rather than
+    /// everything.
+    pub fn gc_attachments(&self) -> Option<&[GcAttachment]> {
+        self.valid_attachments
+            .as_deref()
+            .or(self.legacy_attachments.as_deref())
     }
 
     /// The IPAM plugin type, empty when there is none (L2 mode for the bridge).
@@ -152,7 +166,7 @@ mod tests {
         assert_eq!(c.runtime_config_value("mac").unwrap(), "02:00:00:00:00:01");
         assert_eq!(c.args_cni_value("ips").unwrap()[0], "10.0.0.9");
         assert_eq!(c.valid_attachments, None);
-        assert_eq!(c.gc_attachments().unwrap(), None);
+        assert_eq!(c.gc_attachments(), None);
         // Go field names, as containerd's CRI sends them.
         let c = NetConf::parse(
             br#"{"CNIVersion":"1.0.0","Name":"n","Type":"bridge","IPAM":{"Type":"host-local"},
@@ -180,22 +194,40 @@ mod tests {
     }
 
     #[test]
-    fn valid_attachments_absent_null_and_list() {
-        let c = NetConf::parse(br#"{"name":"n","cni.dev/valid-attachments":null}"#).unwrap();
-        let err = c.gc_attachments().unwrap_err();
-        assert_eq!(err.code, crate::error::code::INVALID_NETWORK_CONFIG);
-        assert!(err.msg.contains("cni.dev/valid-attachments"), "{}", err.msg);
-        let c = NetConf::parse(
-            br#"{"name":"n","cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}"#,
-        )
-        .unwrap();
+    fn gc_lists_absent_null_and_given() {
+        let parse = |s: &str| NetConf::parse(s.as_bytes()).unwrap();
         let want = [GcAttachment {
             container_id: "a".into(),
             ifname: "eth0".into(),
         }];
-        assert_eq!(c.gc_attachments().unwrap(), Some(&want[..]));
-        let c = NetConf::parse(br#"{"name":"n","cni.dev/valid-attachments":[]}"#).unwrap();
-        assert_eq!(c.gc_attachments().unwrap(), Some(&[][..]));
+        let list = r#"[{"containerID":"a","ifname":"eth0"}]"#;
+        assert_eq!(parse(r#"{"name":"n"}"#).gc_attachments(), None);
+        for key in [VALID_ATTACHMENTS, LEGACY_ATTACHMENTS] {
+            let c = parse(&format!(r#"{{"name":"n","{key}":null}}"#));
+            assert_eq!(c.gc_attachments(), Some(&[][..]), "{key}: null");
+            let c = parse(&format!(r#"{{"name":"n","{key}":[]}}"#));
+            assert_eq!(c.gc_attachments(), Some(&[][..]), "{key}: []");
+            let c = parse(&format!(r#"{{"name":"n","{key}":{list}}}"#));
+            assert_eq!(c.gc_attachments(), Some(&want[..]), "{key}: list");
+        }
+        // As Go libcni sends them: both keys, null
+        let c =
+            parse(r#"{"name":"n","cni.dev/valid-attachments":null,"cni.dev/attachments":null}"#);
+        assert_eq!(c.gc_attachments(), Some(&[][..]));
+        // The spec's key wins over the legacy one, whatever it holds.
+        let c = parse(&format!(
+            r#"{{"name":"n","cni.dev/valid-attachments":{list},"cni.dev/attachments":null}}"#
+        ));
+        assert_eq!(c.gc_attachments(), Some(&want[..]));
+        let c = parse(&format!(
+            r#"{{"name":"n","cni.dev/valid-attachments":null,"cni.dev/attachments":{list}}}"#
+        ));
+        assert_eq!(c.gc_attachments(), Some(&[][..]));
+        // A later null key (any case) sets the list to nil, as in Go.
+        let c = parse(&format!(
+            r#"{{"name":"n","cni.dev/valid-attachments":{list},"CNI.dev/Valid-Attachments":null}}"#
+        ));
+        assert_eq!(c.gc_attachments(), Some(&[][..]));
         assert_eq!(c.ipam_type(), "");
     }
 }

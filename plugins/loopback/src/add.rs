@@ -2,16 +2,21 @@
 //! result labeled with the config's version at *every* version (Go builds a 1.0.0 result
 //! object, sets its `cniVersion` to the config's and prints it unconverted), or, in a
 //! chain, the `prevResult` passed through at the config's version. `dns` is always there.
+//! A config without a version (absent, `null` or `""`) is the exception: Go converts its
+//! result to the real 0.1.0 shape (`ip4`, `ip6`), labeled 0.1.0.
 
 use crate::lo;
+use hostnet::kernel::Kernel;
 use libcni::skel::CmdArgs;
 use libcni::types::{Interface, IpConfig, NetConf};
 use libcni::{CniResult, Error};
 
 /// The shape of the result the reference builds itself.
 const OWN_RESULT_SHAPE: &str = "1.0.0";
+/// ... and the one it prints for a config that names no version.
+const UNVERSIONED_SHAPE: &str = "0.1.0";
 
-pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
+pub fn add<K: Kernel>(k: &K, args: &CmdArgs) -> Result<CniResult, Error> {
     let conf = NetConf::parse(&args.stdin_data)?;
     // Read before touching the node, as the reference does.
     let prev =
@@ -21,13 +26,18 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
             })?),
             None => None,
         };
-    let addrs = lo::bring_up(args)?;
+    let addrs = lo::bring_up(k, args)?;
     if let Some(mut prev) = prev {
         prev.cni_version = args.version.to_string();
         return Ok(prev);
     }
+    let shape = if conf.cni_version.is_empty() {
+        UNVERSIONED_SHAPE
+    } else {
+        OWN_RESULT_SHAPE
+    };
     Ok(CniResult {
-        cni_version: OWN_RESULT_SHAPE.into(),
+        cni_version: shape.into(),
         interfaces: vec![Interface {
             name: "lo".into(),
             mac: "00:00:00:00:00:00".into(),

@@ -4,8 +4,8 @@
 //! released too: every writer (the Go plugin and ours) creates and fills a lease under
 //! the store lock GC holds, so an empty one was left by a writer killed in between and
 //! belongs to no attachment. Non-empty unreadable or foreign leases are left alone (and
-//! said so on stderr). An empty list releases all but those; a missing key releases
-//! nothing. `lock`, `last_reserved_ip.*` and anything not named like an address are
+//! said so on stderr). An empty (or `null`) list releases all but those; a missing key
+//! releases nothing. `lock`, `last_reserved_ip.*` and anything not named like an address are
 //! never touched.
 
 use crate::store::{Attachment, Holder, Store, StoreError};
@@ -18,7 +18,7 @@ use std::net::IpAddr;
 pub fn run(args: &CmdArgs) -> Result<(), Error> {
     let store_at = super::load_store_location(args)?;
     let net = NetConf::parse(&args.stdin_data)?;
-    let Some(valid) = net.gc_attachments()? else {
+    let Some(valid) = net.gc_attachments() else {
         return Ok(());
     };
     if let Some(mut store) = super::open_store(&store_at, false)? {

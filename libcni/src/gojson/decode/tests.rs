@@ -198,3 +198,32 @@ fn a_deep_value_can_be_kept_and_dropped_on_a_main_sized_stack() {
         .join()
         .unwrap();
 }
+
+/// The lazy decoder and the whole-document one agree, errors included, and unknown keys
+/// of any type or depth are skipped by the lazy one.
+#[test]
+fn lazy_and_built_documents_decode_alike() {
+    let inputs = [
+        r#"{"type":"b","Type":"c","mtu":"x"}"#,
+        r#"{"ranges":[[{"subnet":1}]]}"#,
+        r#"{"ranges":[[{"SUBNET":"a","subnet":"b"}]],"caps":{"a":1,"a":2},"args":null}"#,
+        r#"{"junk":[[[{"x":[1,2,{"y":null}]}]]],"keep":false,"mtu":-3}"#,
+        r#"{"mtu":1e3}"#,
+        r#"["not","an","object"]"#,
+        r#"null"#,
+        r#"{"args":{"cni":{"mac":7}}}"#,
+    ];
+    for input in inputs {
+        let lazy = net(input);
+        let built = with_document(input.as_bytes(), from_value::<Net>)
+            .unwrap()
+            .map_err(|e| e.to_string());
+        assert_eq!(lazy, built, "{input}");
+    }
+    let m = pick_keys(br#"{"a":[1],"b":{"deep":[[[]]]},"a":2}"#, &["a"]).unwrap();
+    assert_eq!(Value::Object(m), json!({"a": 2}));
+    assert_eq!(
+        pick_keys(b"[1]", &["a"]).unwrap_err().to_string(),
+        "invalid type: sequence, expected a map"
+    );
+}

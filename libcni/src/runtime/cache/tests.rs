@@ -174,3 +174,93 @@ fn attachments_filtered_by_container_like_go() {
         .collect();
     assert_eq!(c1, ["a", "b"]);
 }
+
+fn mkfifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+/// An entry that is a symlink is never written or read through: ADD replaces the link
+/// (the file it pointed to, outside the cache, keeps its content; a dangling link creates
+/// nothing), and a link to /dev/zero is an error at once, not a read without end.
+#[test]
+fn symlink_entries_are_replaced_never_followed() {
+    let d = TempDir::new("libcni-cache");
+    let cache = Cache::new(d.join("cache"));
+    let rt = key_only("c1", "eth0");
+    std::fs::create_dir_all(cache.results_dir()).unwrap();
+    let entry = cache.file_path("n", &rt).unwrap();
+    let outside = d.join("outside");
+    std::fs::write(&outside, "precious").unwrap();
+    std::os::unix::fs::symlink(&outside, &entry).unwrap();
+    let e = cache.result("n", "1.0.0", &rt).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("{}: is a symlink, not a regular file", entry.display())
+    );
+    cache.add(&result(), CONFIG, "n", &rt).unwrap();
+    assert_eq!(std::fs::read(&outside).unwrap(), b"precious");
+    assert!(!std::fs::symlink_metadata(&entry).unwrap().is_symlink());
+    assert_eq!(cache.result("n", "1.0.0", &rt).unwrap(), Some(result()));
+
+    std::fs::remove_file(&entry).unwrap();
+    std::os::unix::fs::symlink(d.join("dangling"), &entry).unwrap();
+    cache.add(&result(), CONFIG, "n", &rt).unwrap();
+    assert!(!d.join("dangling").exists());
+
+    std::fs::remove_file(&entry).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &entry).unwrap();
+    assert!(matches!(
+        cache.result("n", "1.0.0", &rt),
+        Err(CacheError::Entry { .. })
+    ));
+    assert!(cache.attachments(None).unwrap().is_empty());
+    cache.remove("n", &rt).unwrap();
+    assert!(std::fs::symlink_metadata(&entry).is_err());
+}
+
+/// A FIFO or a directory in an entry's place: reading does not wait and says what it is,
+/// GC's listing skips it, ADD's write fails on a directory, and `remove` (DEL) clears
+/// either so the next ADD works.
+#[test]
+fn fifo_and_directory_entries_fail_fast_and_are_removed() {
+    let d = TempDir::new("libcni-cache");
+    let cache = Cache::new(d.path());
+    let rt = key_only("c1", "eth0");
+    std::fs::create_dir_all(cache.results_dir()).unwrap();
+    let entry = cache.file_path("n", &rt).unwrap();
+    mkfifo(&entry);
+    let e = cache.result("n", "1.0.0", &rt).unwrap_err();
+    assert!(
+        e.to_string().ends_with("is a FIFO, not a regular file"),
+        "{e}"
+    );
+    assert!(cache.config("n", &rt).is_err());
+    assert!(cache.attachments(None).unwrap().is_empty());
+    cache.remove("n", &rt).unwrap();
+
+    std::fs::create_dir(&entry).unwrap();
+    let e = cache.add(&result(), CONFIG, "n", &rt).unwrap_err();
+    assert!(matches!(e, CacheError::Io { .. }), "{e}");
+    assert!(!file::temp_path(&entry).exists());
+    cache.remove("n", &rt).unwrap();
+    cache.add(&result(), CONFIG, "n", &rt).unwrap();
+    assert_eq!(cache.result("n", "1.0.0", &rt).unwrap(), Some(result()));
+}
+
+/// `results` itself a regular file or a symlink out of the cache dir: ADD's write fails.
+#[test]
+fn results_dir_must_be_a_directory_of_its_own() {
+    let d = TempDir::new("libcni-cache");
+    let rt = key_only("c1", "eth0");
+    let cache = Cache::new(d.join("a"));
+    std::fs::create_dir_all(d.join("a")).unwrap();
+    std::fs::write(cache.results_dir(), "").unwrap();
+    assert!(cache.add(&result(), CONFIG, "n", &rt).is_err());
+    let cache = Cache::new(d.join("b"));
+    std::fs::create_dir_all(d.join("b")).unwrap();
+    std::fs::create_dir(d.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(d.join("elsewhere"), cache.results_dir()).unwrap();
+    let e = cache.add(&result(), CONFIG, "n", &rt).unwrap_err();
+    assert!(matches!(e, CacheError::LinkedDir { .. }), "{e}");
+    assert_eq!(std::fs::read_dir(d.join("elsewhere")).unwrap().count(), 0);
+}

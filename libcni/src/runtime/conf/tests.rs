@@ -295,3 +295,48 @@ fn plugin_description_like_go() {
     let p = PluginConfig::from_bytes(br#"{"type":"bridge","name":"b"}"#).unwrap();
     assert_eq!(p.description(), r#"type="bridge" name="b""#);
 }
+
+/// Go waits forever on a FIFO named `*.conflist` and reads a link to /dev/zero without
+/// end; here both, an oversized file and the like among a list's plugin files are skipped
+/// (each said on stderr) and loading goes on.
+#[test]
+fn fifos_devices_and_oversized_files_are_skipped() {
+    let d = Dir::new();
+    let fifo =
+        |p: &Path| nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    fifo(&d.path().join("1.conflist"));
+    std::os::unix::fs::symlink("/dev/zero", d.path().join("2.conflist")).unwrap();
+    let big = format!(
+        r#"{{"name":"net","plugins":[{{"type":"big"}}],"x":"{}"}}"#,
+        " ".repeat(MAX_CONFIG as usize)
+    );
+    d.write("3.conflist", &big)
+        .write("4.conflist", r#"{"name":"net","plugins":[{"type":"p"}]}"#)
+        .write("net/2.conf", r#"{"type":"q"}"#);
+    fifo(&d.path().join("net/1.conf"));
+    assert_eq!(
+        types(&load_network_conf(d.path(), "net").unwrap()),
+        ["p", "q"]
+    );
+
+    let e = NetworkConfigList::from_file(&d.path().join("1.conflist")).unwrap_err();
+    let path = d.path().join("1.conflist");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "error reading {}: is a FIFO, not a regular file",
+            path.display()
+        )
+    );
+    let e = NetworkConfigList::from_file(&d.path().join("3.conflist")).unwrap_err();
+    assert!(
+        e.to_string().ends_with("is larger than 16 MiB (the limit)"),
+        "{e}"
+    );
+
+    // The old single-plugin files too.
+    let d = Dir::new();
+    fifo(&d.path().join("1.conf"));
+    d.write("2.conf", r#"{"name":"net","type":"p"}"#);
+    assert_eq!(types(&load_network_conf(d.path(), "net").unwrap()), ["p"]);
+}
