@@ -18,7 +18,9 @@ HOST_PATHS = {  # host path -> where cni-install expects it (its defaults)
     "/opt/cni/bin": "/host/opt/cni/bin",
     "/etc/cni/net.d": "/host/etc/cni/net.d",
     "/var/lib/cni": "/host/var/lib/cni",
+    "/proc/sys/net": "/host/proc/sys/net",
 }
+HEALTH_PORT = 9277  # cni-install's --health-listen default
 
 errors = []
 
@@ -128,12 +130,26 @@ def check_daemonset(ds):
     cpu = req.get("cpu", "0")
     check((float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)) <= 0.1,
           "small cpu request (<= 100m)")
+    sc = c.security_context
+    check(sc is not None and not sc.privileged, "not privileged")
+    caps = sc.capabilities if sc else None
+    check(caps is not None and caps.drop == ["ALL"] and caps.add == ["NET_ADMIN"],
+          "capabilities: drop ALL, add NET_ADMIN only")
+    for name, probe, path in [("readinessProbe", c.readiness_probe, "/readyz"),
+                              ("livenessProbe", c.liveness_probe, "/healthz")]:
+        get = probe.http_get if probe else None
+        check(get is not None and get.path == path and get.port == HEALTH_PORT
+              and get.host == "127.0.0.1",
+              f"{name}: GET http://127.0.0.1:{HEALTH_PORT}{path}")
     volumes = {v.name: v for v in pod.volumes or []}
     mounts = {m.name: m.mount_path for m in c.volume_mounts or []}
     for host, inside in HOST_PATHS.items():
         vol = [n for n, v in volumes.items() if v.host_path and v.host_path.path == host]
         check(len(vol) == 1 and mounts.get(vol[0]) == inside,
               f"hostPath {host} mounted at {inside}")
+    read_only = {m.mount_path for m in c.volume_mounts or [] if m.read_only}
+    check(not read_only & set(HOST_PATHS.values()),
+          f"host paths the agent writes are mounted read-write: {read_only}")
 
 
 def main(paths):

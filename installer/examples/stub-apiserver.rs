@@ -1,11 +1,17 @@
-//! The tests' stand-in API server as a program, for scripts/e2e-install.sh:
-//! `stub-apiserver LISTEN_ADDR DIR NODE CIDR[,CIDR]` serves `NODE` with those podCIDRs,
-//! writes the service-account files `DIR/token` and `DIR/ca.crt`, then `DIR/ready`,
-//! and runs until killed.
+//! The tests' stand-in API server as a program, for scripts/e2e-install.sh and
+//! scripts/bench-agent.sh: `stub-apiserver LISTEN_ADDR DIR NODE CIDR[,CIDR]` serves `NODE`
+//! with those podCIDRs, writes the service-account files `DIR/token` and `DIR/ca.crt`,
+//! then `DIR/ready`, and runs until killed.
+//!
+//! `STUB_NODES=N` adds N other nodes (`node-bench-I`, 10.X.Y.0/24 and fd01:I::/64 via
+//! 10.255.X.Y and fd00:ff::I). Commands on stdin, one per line, for tests:
+//! `put NAME CIDR[,CIDR] IP[,IP]`, `del NAME`, `expire`, `drop`.
 
 #[path = "../tests/support/apiserver.rs"]
 #[allow(dead_code)] // the tests use the rest
 mod apiserver;
+
+use std::io::BufRead;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -15,11 +21,48 @@ fn main() {
     };
     let cidrs: Vec<&str> = cidrs.split(',').collect();
     let api = apiserver::ApiServer::start(listen, node, &cidrs);
+    let n: u32 = std::env::var("STUB_NODES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    api.put_nodes_quietly((1..=n).map(|i| {
+        let (x, y) = (i / 256, i % 256);
+        (
+            format!("node-bench-{i}"),
+            apiserver::StubNode {
+                pod_cidrs: vec![
+                    format!("10.{}.{y}.0/24", 100 + x),
+                    format!("fd01:{i:x}::/64"),
+                ],
+                internal_ips: vec![format!("10.255.{x}.{y}"), format!("fd00:ff::{i:x}")],
+            },
+        )
+    }));
     let dir = std::path::Path::new(dir);
     std::fs::write(dir.join("token"), &api.token).unwrap();
     std::fs::write(dir.join("ca.crt"), &api.ca_pem).unwrap();
     std::fs::write(dir.join("ready"), api.url()).unwrap();
-    eprintln!("stub-apiserver: {} serving node {node}", api.url());
+    eprintln!(
+        "stub-apiserver: {} serving node {node} and {n} others",
+        api.url()
+    );
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["put", name, cidrs, ips] => {
+                let cidrs: Vec<&str> = cidrs.split(',').collect();
+                let ips: Vec<&str> = ips.split(',').collect();
+                api.put_node(name, &cidrs, &ips);
+            }
+            ["del", name] => api.delete_node(name),
+            ["expire"] => api.expire_watches(),
+            ["drop"] => api.drop_watches(),
+            [] => {}
+            _ => eprintln!("stub-apiserver: unknown command {line:?}"),
+        }
+    }
+    // stdin closed (or none: /dev/null): keep serving until killed.
     loop {
         std::thread::park();
     }

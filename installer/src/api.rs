@@ -1,5 +1,7 @@
-//! `GET /api/v1/nodes/NAME` with the pod's service account, and what to fix when it fails.
+//! The API server with the pod's service account: one Node (`--once`), every Node page by
+//! page (list) and the watch stream after it; and what to fix when a request fails.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,12 +9,22 @@ use std::time::Duration;
 use ipnetwork::IpNetwork;
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, TlsProvider};
 
+use crate::nodes::{self, NodeInfo, NodeList, WatchEvent};
 use crate::podcidr;
 
-/// A Node object is a few KiB; anything this large is not one.
-const MAX_BODY: u64 = 4 << 20;
+/// A Node object is a few KiB (a few hundred with many images and annotations); anything
+/// this large is not one: one watch event or one Node body larger than this is an error
+/// (and a re-list), never a bigger buffer.
+pub const MAX_EVENT: usize = 4 << 20;
+/// Nodes per list page: bounds what one response holds while it is decoded.
+const PAGE: u32 = 500;
+/// A list page is decoded as it streams in; past this it is refused.
+const MAX_PAGE: u64 = 256 << 20;
 /// One request, connect to last byte.
 const TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the API server keeps one watch open (`timeoutSeconds`); the client gives up
+/// on a silent connection a little after it.
+pub const WATCH_SECONDS: u64 = 300;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -30,7 +42,7 @@ pub enum ApiError {
     )]
     Unauthorized { url: String, token_file: PathBuf },
     #[error(
-        "{url}: 403 Forbidden: the ServiceAccount needs get on nodes \
+        "{url}: 403 Forbidden: the ServiceAccount needs get, list and watch on nodes \
          (apply deploy/ ClusterRole cni-rs and its ClusterRoleBinding): {message}"
     )]
     Forbidden { url: String, message: String },
@@ -55,6 +67,18 @@ pub enum ApiError {
     Unreachable { url: String, reason: String },
     #[error("{url}: {reason}")]
     BadNode { url: String, reason: String },
+    /// 410, or a watch ERROR event with code 410: the resourceVersion is too old.
+    #[error("{url}: 410 Gone: {message} (re-listing)")]
+    Gone { url: String, message: String },
+    /// A body or event that is not what the API sends (or too large to be).
+    #[error("{url}: {reason}")]
+    Decode { url: String, reason: String },
+}
+
+/// Every Node (name, ranges, InternalIPs) and the resourceVersion to watch from.
+pub struct Listing {
+    pub nodes: Vec<NodeInfo>,
+    pub resource_version: String,
 }
 
 pub struct Client {
@@ -67,49 +91,112 @@ impl Client {
     /// The node's pod ranges; empty while it has none yet.
     pub fn pod_cidrs(&self, node: &str) -> Result<Vec<IpNetwork>, ApiError> {
         let url = format!("{}/api/v1/nodes/{node}", self.server);
-        // Both re-read per request: kubelet rotates the token, the CA may be rotated.
-        let token = read(&self.token_file, "token file")?;
-        let token = String::from_utf8_lossy(&token).trim().to_string();
-        let agent = self.agent()?;
-        let mut resp = agent
-            .get(&url)
-            .header("Authorization", format!("Bearer {token}"))
-            .header("Accept", "application/json")
-            .call()
-            .map_err(|e| self.transport_error(&url, e))?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY)
-            .read_to_vec()
-            .map_err(|e| self.transport_error(&url, e))?;
-        match status {
-            200 => podcidr::from_node_json(&body).map_err(|reason| ApiError::BadNode {
+        let body = self.get(&url, TIMEOUT, Some(node))?;
+        let body = read_bounded(body, MAX_EVENT as u64).map_err(|reason| ApiError::Decode {
+            url: url.clone(),
+            reason,
+        })?;
+        podcidr::from_node_json(&body).map_err(|reason| ApiError::BadNode { url, reason })
+    }
+
+    /// Every Node, page by page (`limit`, `continue`); one consistent snapshot.
+    pub fn list(&self) -> Result<Listing, ApiError> {
+        let mut nodes = Vec::new();
+        let mut token = String::new();
+        loop {
+            let mut url = format!("{}/api/v1/nodes?limit={PAGE}", self.server);
+            if !token.is_empty() {
+                url.push_str("&continue=");
+                url.push_str(&percent_encode(&token));
+            }
+            let body = self.get(&url, TIMEOUT, None)?;
+            let reader = BufReader::new(body.take(MAX_PAGE));
+            let page: NodeList = serde_json::from_reader(reader).map_err(|e| ApiError::Decode {
                 url: url.clone(),
-                reason,
-            }),
-            401 => Err(ApiError::Unauthorized {
-                url,
-                token_file: self.token_file.clone(),
-            }),
-            403 => Err(ApiError::Forbidden {
-                url,
-                message: status_message(&body),
-            }),
-            404 => Err(ApiError::NoSuchNode {
-                url,
-                node: node.to_string(),
-            }),
-            _ => Err(ApiError::Status {
-                url,
-                status,
-                message: status_message(&body),
-            }),
+                reason: format!("the node list does not parse (or exceeds {MAX_PAGE} bytes): {e}"),
+            })?;
+            // A Node without a name is not one (and could not be told apart from another).
+            nodes.extend(
+                page.items
+                    .into_iter()
+                    .filter(|n| !n.metadata.name.is_empty())
+                    .map(|n| n.info()),
+            );
+            if page.metadata.continue_token.is_empty() {
+                return Ok(Listing {
+                    nodes,
+                    resource_version: page.metadata.resource_version,
+                });
+            }
+            token = page.metadata.continue_token;
         }
     }
 
-    fn agent(&self) -> Result<ureq::Agent, ApiError> {
+    /// Opens a watch of every Node from `resource_version`, with bookmarks.
+    pub fn watch(&self, resource_version: &str) -> Result<Watch, ApiError> {
+        let url = format!(
+            "{}/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}\
+             &resourceVersion={}",
+            self.server,
+            percent_encode(resource_version)
+        );
+        let body = self.get(&url, Duration::from_secs(WATCH_SECONDS + 30), None)?;
+        Ok(Watch {
+            url,
+            reader: BufReader::new(body),
+        })
+    }
+
+    /// A GET answered 200 (its body), else the error its status means.
+    fn get(
+        &self,
+        url: &str,
+        timeout: Duration,
+        node: Option<&str>,
+    ) -> Result<Box<dyn Read + Send>, ApiError> {
+        // Both re-read per request: kubelet rotates the token, the CA may be rotated.
+        let token = read(&self.token_file, "token file")?;
+        let token = String::from_utf8_lossy(&token).trim().to_string();
+        let agent = self.agent(timeout)?;
+        let resp = agent
+            .get(url)
+            .header("Authorization", format!("Bearer {token}"))
+            .header("Accept", "application/json")
+            .call()
+            .map_err(|e| self.transport_error(url, e))?;
+        let status = resp.status().as_u16();
+        let body = resp.into_body().into_reader();
+        if status == 200 {
+            return Ok(Box::new(body));
+        }
+        let body = read_bounded(body, 64 << 10).unwrap_or_default();
+        let url = url.to_string();
+        Err(match status {
+            401 => ApiError::Unauthorized {
+                url,
+                token_file: self.token_file.clone(),
+            },
+            403 => ApiError::Forbidden {
+                url,
+                message: status_message(&body),
+            },
+            404 if node.is_some() => ApiError::NoSuchNode {
+                url,
+                node: node.unwrap_or_default().to_string(),
+            },
+            410 => ApiError::Gone {
+                url,
+                message: status_message(&body),
+            },
+            _ => ApiError::Status {
+                url,
+                status,
+                message: status_message(&body),
+            },
+        })
+    }
+
+    fn agent(&self, timeout: Duration) -> Result<ureq::Agent, ApiError> {
         let pem = read(&self.ca_file, "CA file")?;
         let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(&pem)
             .filter_map(|item| match item {
@@ -131,7 +218,7 @@ impl Client {
             // The in-cluster API server is never reached through an HTTP(S)_PROXY.
             .proxy(None)
             .http_status_as_error(false)
-            .timeout_global(Some(TIMEOUT))
+            .timeout_global(Some(timeout))
             .build();
         Ok(config.into())
     }
@@ -160,6 +247,92 @@ impl Client {
     }
 }
 
+/// An open watch: events one line at a time (the API server ends each with a newline).
+pub struct Watch {
+    url: String,
+    reader: BufReader<Box<dyn Read + Send>>,
+}
+
+impl Watch {
+    /// The next event; `None` when the server ended the watch (its timeout).
+    pub fn next_event(&mut self) -> Result<Option<WatchEvent>, ApiError> {
+        let line =
+            read_line_bounded(&mut self.reader, MAX_EVENT).map_err(|reason| ApiError::Decode {
+                url: self.url.clone(),
+                reason,
+            })?;
+        let Some(line) = line else {
+            return Ok(None);
+        };
+        match nodes::decode_event(&line) {
+            Ok(WatchEvent::Error { code: 410, message }) => Err(ApiError::Gone {
+                url: self.url.clone(),
+                message,
+            }),
+            Ok(event) => Ok(Some(event)),
+            Err(reason) => Err(ApiError::Decode {
+                url: self.url.clone(),
+                reason,
+            }),
+        }
+    }
+}
+
+/// One line (without its newline), at most `max` bytes; `None` at the end of the stream.
+/// Blank lines are skipped.
+fn read_line_bounded(reader: &mut impl BufRead, max: usize) -> Result<Option<Vec<u8>>, String> {
+    let mut line = Vec::new();
+    loop {
+        let buf = reader
+            .fill_buf()
+            .map_err(|e| format!("reading the watch stream: {e}"))?;
+        if buf.is_empty() {
+            return Ok((!line.is_empty()).then_some(line));
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], i + 1),
+            None => (buf, buf.len()),
+        };
+        let ended = done > chunk.len();
+        if line.len() + chunk.len() > max {
+            return Err(format!("a watch event larger than {max} bytes"));
+        }
+        line.extend_from_slice(chunk);
+        reader.consume(done);
+        if ended {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                line.clear();
+                continue;
+            }
+            return Ok(Some(line));
+        }
+    }
+}
+
+fn read_bounded(body: impl Read, max: u64) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    body.take(max + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("reading the answer: {e}"))?;
+    if out.len() as u64 > max {
+        return Err(format!("an answer larger than {max} bytes"));
+    }
+    Ok(out)
+}
+
+/// Query values (resourceVersion, continue tokens: base64 and digits) made URL-safe.
+fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn read(path: &Path, what: &'static str) -> Result<Vec<u8>, ApiError> {
     std::fs::read(path).map_err(|source| ApiError::File {
         what,
@@ -174,4 +347,36 @@ fn status_message(body: &[u8]) -> String {
         .ok()
         .and_then(|v| v.get("message")?.as_str().map(str::to_string))
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_bounded_and_blank_ones_skipped() {
+        let mut r = BufReader::with_capacity(4, &b"ab\n\n  \ncdefgh\nij"[..]);
+        assert_eq!(read_line_bounded(&mut r, 10).unwrap().unwrap(), b"ab");
+        assert_eq!(read_line_bounded(&mut r, 10).unwrap().unwrap(), b"cdefgh");
+        assert_eq!(read_line_bounded(&mut r, 10).unwrap().unwrap(), b"ij");
+        assert_eq!(read_line_bounded(&mut r, 10).unwrap(), None);
+        let mut r = BufReader::with_capacity(4, &b"0123456789abc\n"[..]);
+        assert!(
+            read_line_bounded(&mut r, 10)
+                .unwrap_err()
+                .contains("larger than 10")
+        );
+    }
+
+    #[test]
+    fn an_endless_line_is_refused_without_reading_it_all() {
+        let mut endless = BufReader::new(std::io::repeat(b'x'));
+        assert!(read_line_bounded(&mut endless, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn continue_tokens_are_encoded() {
+        assert_eq!(percent_encode("eyJ2Ijo+/="), "eyJ2Ijo%2B%2F%3D");
+        assert_eq!(percent_encode("12345"), "12345");
+    }
 }

@@ -1,28 +1,36 @@
 //! Command line: every setting is a flag and an environment variable.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use ipnetwork::IpNetwork;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "cni-install",
     version,
-    about = "Installs the cni-rs plugins on a Kubernetes node and keeps them in place.",
-    long_about = "Installs the cni-rs plugins on a Kubernetes node and keeps them in place.\n\n\
+    about = "The cni-rs node agent: installs the plugins and routes between the nodes' pods.",
+    long_about = "The cni-rs node agent: installs the plugins and routes between the nodes' pods.\n\n\
         Copies every binary of --source-dir into --bin-dir (atomically, unchanged files \
-        skipped), reads this node's spec.podCIDRs from the API server and writes a bridge + \
-        host-local conflist for them into --conf-dir. Never invents a subnet: a node without \
-        a podCIDR is waited for. Without --once or --uninstall it stays running and re-checks \
-        every --interval seconds; SIGTERM exits cleanly. Logs one line per action on stderr."
+        skipped) and writes a bridge + host-local conflist for this node's spec.podCIDRs into \
+        --conf-dir (never inventing a subnet: a node without a podCIDR is waited for). \
+        Without --once or --uninstall it stays running as the node agent: it lists and \
+        watches every Node and keeps, in the host's main table, one route per other node \
+        and pod range via that node's InternalIP (route protocol 0xcb), the node-level \
+        masquerade and forwarding rules (nf_tables table of its own) and IP forwarding on; \
+        it frees host-local leases left from before the last reboot and serves /readyz, \
+        /healthz and /metrics on --health-listen. SIGTERM exits cleanly, leaving everything \
+        in place. Logs one line per action on stderr."
 )]
 pub struct Args {
     /// One pass, then exit: 0 when the node's files are in place, non-zero with the reason.
     #[arg(long, env = "CNI_RS_ONCE", conflicts_with = "uninstall")]
     pub once: bool,
 
-    /// Remove our conflist and our binaries (those still identical to --source-dir's), then exit.
+    /// Remove our conflist, our binaries (those still identical to --source-dir's), our
+    /// routes (protocol 0xcb) and our firewall table, then exit.
     #[arg(long, env = "CNI_RS_UNINSTALL")]
     pub uninstall: bool,
 
@@ -79,9 +87,38 @@ pub struct Args {
     #[arg(long, env = "CNI_RS_MTU", value_parser = clap::value_parser!(u32).range(68..=65535))]
     pub mtu: Option<u32>,
 
-    /// Seconds between two checks when staying running.
+    /// Seconds between two checks of this node's own state (files, routes, rules) when
+    /// nothing changed; the API server is watched, never polled.
     #[arg(long, env = "CNI_RS_INTERVAL", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub interval: u64,
+
+    /// The cluster's pod range (one per family, repeatable or comma-separated): a Node's
+    /// podCIDR outside it is refused [default: no such check].
+    #[arg(long, env = "CNI_RS_CLUSTER_CIDR", value_delimiter = ',', value_parser = parse_cidr)]
+    pub cluster_cidr: Vec<IpNetwork>,
+
+    /// A destination never masqueraded besides every node's podCIDRs (repeatable or
+    /// comma-separated), e.g. the Service range or a network of the nodes.
+    #[arg(long, env = "CNI_RS_NO_MASQUERADE_CIDR", value_delimiter = ',', value_parser = parse_cidr)]
+    pub no_masquerade_cidr: Vec<IpNetwork>,
+
+    /// Address of /readyz, /healthz and /metrics: loopback or the node's IP, never 0.0.0.0.
+    #[arg(long, env = "CNI_RS_HEALTH_LISTEN", default_value = "127.0.0.1:9277", value_parser = parse_listen)]
+    pub health_listen: SocketAddr,
+
+    /// Only the files: no routes, no firewall table, no forwarding; the conflist's bridge
+    /// then masquerades per pod (ipMasq), as when the cluster routes pod ranges another way
+    /// (cloud routes).
+    #[arg(long, env = "CNI_RS_FILES_ONLY")]
+    pub files_only: bool,
+
+    /// host-local's dataDir, as mounted in this container (lease cleanup after a reboot).
+    #[arg(
+        long,
+        env = "CNI_RS_IPAM_DATA_DIR",
+        default_value = "/host/var/lib/cni/networks"
+    )]
+    pub ipam_data_dir: PathBuf,
 
     /// Seconds --once waits for the node to get a podCIDR (and for the API server to answer).
     #[arg(long, env = "CNI_RS_WAIT", default_value_t = 300)]
@@ -138,6 +175,29 @@ impl Args {
         }
         Ok(name)
     }
+}
+
+fn parse_cidr(s: &str) -> Result<IpNetwork, String> {
+    let net: IpNetwork = s.parse().map_err(|e| format!("{s:?} is not a CIDR: {e}"))?;
+    if !s.contains('/') || net.ip() != net.network() {
+        return Err(format!(
+            "{s:?} is not a network address with a prefix length"
+        ));
+    }
+    Ok(net)
+}
+
+/// The health endpoint's address: not a wildcard (it would serve every interface).
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let addr: SocketAddr = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not ADDRESS:PORT: {e}"))?;
+    if addr.ip().is_unspecified() {
+        return Err(
+            "a wildcard address would serve every interface: give loopback or the node's IP".into(),
+        );
+    }
+    Ok(addr)
 }
 
 /// A file name ending in `.conflist` (libcni reads other extensions as a single config).
@@ -206,10 +266,27 @@ mod tests {
             &["--conf-name", "../10-x.conflist"],
             &["--mtu", "0"],
             &["--interval", "0"],
+            &["--cluster-cidr", "10.0.0.1/8"],
+            &["--no-masquerade-cidr", "nonsense"],
+            &["--health-listen", "0.0.0.0:9277"],
         ] {
             let err = Args::try_parse_from(["cni-install"].iter().chain(args)).unwrap_err();
             assert!(err.to_string().contains(args[0]), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn repeatable_cidrs() {
+        let args = Args::try_parse_from([
+            "cni-install",
+            "--no-masquerade-cidr",
+            "10.96.0.0/12,fd00:96::/108",
+            "--no-masquerade-cidr",
+            "192.168.0.0/16",
+        ])
+        .unwrap();
+        assert_eq!(args.no_masquerade_cidr.len(), 3);
+        assert!(args.cluster_cidr.is_empty());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The node's conflist: `bridge` with `host-local` on the node's own pod ranges.
 
 use ipnetwork::IpNetwork;
-use serde_json::json;
+use libcni::runtime::NetworkConfigList;
+use libcni::types::{IpamConf, NetConf};
+use serde_json::{Map, Value, json};
 
 /// The network name runtimes see (results cache, host-local store dir).
 pub const NETWORK_NAME: &str = "cni-rs";
@@ -11,11 +13,20 @@ pub struct Settings<'a> {
     pub bridge: &'a str,
     /// None: the bridge plugin's own default.
     pub mtu: Option<u32>,
+    /// The bridge masquerades per pod: only when the agent does not (`--files-only`).
+    pub ip_masq: bool,
 }
 
 /// The conflist for `pod_cidrs` (one or two ranges, never empty), as written to disk.
-pub fn render(settings: &Settings, pod_cidrs: &[IpNetwork]) -> String {
-    assert!(!pod_cidrs.is_empty(), "render needs the node's podCIDRs");
+///
+/// Built from libcni's config types (the fields every plugin parses) and checked by
+/// libcni's own loader before it is returned, so a runtime's libcni reads what we wrote.
+/// The bridge masquerades nothing (`ipMasq: false`) unless asked: the agent masquerades at
+/// the node, so pod-to-pod traffic between nodes keeps its source address.
+pub fn render(settings: &Settings, pod_cidrs: &[IpNetwork]) -> Result<String, String> {
+    if pod_cidrs.is_empty() {
+        return Err("no podCIDRs to render a conflist for".into());
+    }
     let ranges: Vec<_> = pod_cidrs
         .iter()
         .map(|net| json!([{ "subnet": net.to_string() }]))
@@ -24,26 +35,61 @@ pub fn render(settings: &Settings, pod_cidrs: &[IpNetwork]) -> String {
         .iter()
         .map(|net| json!({ "dst": if net.is_ipv4() { "0.0.0.0/0" } else { "::/0" } }))
         .collect();
-    let mut bridge = json!({
-        "type": "bridge",
-        "bridge": settings.bridge,
-        "isGateway": true,
-        "ipMasq": true,
-        // A pod reaching itself through a Service comes back on its own port.
-        "hairpinMode": true,
-    });
+    let mut bridge = plugin("bridge")?;
+    bridge.insert("bridge".into(), json!(settings.bridge));
+    bridge.insert("isGateway".into(), json!(true));
+    bridge.insert("ipMasq".into(), json!(settings.ip_masq));
+    // A pod reaching itself through a Service comes back on its own port.
+    bridge.insert("hairpinMode".into(), json!(true));
     if let Some(mtu) = settings.mtu {
-        bridge["mtu"] = json!(mtu);
+        bridge.insert("mtu".into(), json!(mtu));
     }
-    bridge["ipam"] = json!({ "type": "host-local", "ranges": ranges, "routes": routes });
+    let mut ipam = serde_json::to_value(IpamConf {
+        plugin_type: "host-local".into(),
+    })
+    .map_err(|e| e.to_string())?;
+    ipam["ranges"] = json!(ranges);
+    ipam["routes"] = json!(routes);
+    bridge.insert("ipam".into(), ipam);
+    // The chain: the bridge first; a port mapper (portmap, with capabilities portMappings)
+    // goes after it, once its binary ships in the image.
+    let plugins = vec![Value::Object(bridge)];
     let conf = json!({
         "cniVersion": settings.cni_version,
         "name": NETWORK_NAME,
-        "plugins": [bridge],
+        "plugins": plugins,
     });
-    let mut text = serde_json::to_string_pretty(&conf).expect("JSON values serialize");
+    let mut text = serde_json::to_string_pretty(&conf).map_err(|e| e.to_string())?;
     text.push('\n');
-    text
+    let list = NetworkConfigList::from_bytes(text.as_bytes())
+        .map_err(|e| format!("libcni refuses the conflist we rendered: {e}"))?;
+    // What a plugin gets on stdin: its object with the list's name and version.
+    for p in &list.plugins {
+        let mut stdin = p.raw.clone();
+        stdin.insert("name".into(), json!(list.name));
+        stdin.insert("cniVersion".into(), json!(list.cni_version));
+        let bytes = serde_json::to_vec(&stdin).map_err(|e| e.to_string())?;
+        NetConf::parse(&bytes).map_err(|e| {
+            format!(
+                "plugin {} refuses its config: {}",
+                p.network.plugin_type, e.msg
+            )
+        })?;
+    }
+    Ok(text)
+}
+
+/// A plugin entry with the fields libcni's `NetConf` has (the list's name and version are
+/// the list's, not repeated per plugin).
+fn plugin(kind: &str) -> Result<Map<String, Value>, String> {
+    let conf = NetConf {
+        plugin_type: kind.into(),
+        ..NetConf::default()
+    };
+    match serde_json::to_value(conf).map_err(|e| e.to_string())? {
+        Value::Object(m) => Ok(m),
+        _ => Err("NetConf is not an object".into()),
+    }
 }
 
 #[cfg(test)]
@@ -61,14 +107,16 @@ mod tests {
                 cni_version: "1.0.0",
                 bridge: "cni0",
                 mtu: Some(1450),
+                ip_masq: false,
             },
             &nets(&["10.244.1.0/24", "fd00:10:244:1::/64"]),
-        );
+        )
+        .unwrap();
         let want = json!({
             "cniVersion": "1.0.0",
             "name": "cni-rs",
             "plugins": [{
-                "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
+                "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
                 "hairpinMode": true, "mtu": 1450,
                 "ipam": {
                     "type": "host-local",
@@ -91,13 +139,16 @@ mod tests {
                 cni_version: "0.4.0",
                 bridge: "br9",
                 mtu: None,
+                ip_masq: true,
             },
             &nets(&["fd00:1::/64"]),
-        );
+        )
+        .unwrap();
         let conf: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(conf["cniVersion"], "0.4.0");
         let bridge = &conf["plugins"][0];
         assert_eq!(bridge["bridge"], "br9");
+        assert_eq!(bridge["ipMasq"], true);
         assert!(bridge.get("mtu").is_none());
         assert_eq!(
             bridge["ipam"]["ranges"],
@@ -105,4 +156,15 @@ mod tests {
         );
         assert_eq!(bridge["ipam"]["routes"], json!([{"dst": "::/0"}]));
     }
+}
+
+#[test]
+fn no_range_is_an_error_not_a_panic() {
+    let settings = Settings {
+        cni_version: "1.0.0",
+        bridge: "cni0",
+        mtu: None,
+        ip_masq: false,
+    };
+    assert!(render(&settings, &[]).is_err());
 }

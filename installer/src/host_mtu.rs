@@ -1,93 +1,58 @@
-//! The MTU of the host's default-route interface (the conflist's default MTU).
-//!
-//! With `hostNetwork: true` this container's /proc/net and /sys/class/net are the host's.
+//! The MTU of the host's default-route interface (the conflist's default MTU), read over
+//! netlink (with `hostNetwork: true` this container's network namespace is the host's).
 
-use std::path::Path;
+use hostnet::netlink::{IpFamily, MAIN_TABLE, Netlink, Route};
 
 /// MTU of the interface holding the IPv4 default route, else the IPv6 one; None when the
-/// host has no default route (the bridge plugin then uses its own default).
-pub fn default_route_mtu(proc_net: &Path, sys_class_net: &Path) -> Option<u32> {
-    let v4 = std::fs::read_to_string(proc_net.join("route")).unwrap_or_default();
-    let v6 = std::fs::read_to_string(proc_net.join("ipv6_route")).unwrap_or_default();
-    let ifname = default_v4_ifname(&v4).or_else(|| default_v6_ifname(&v6))?;
-    std::fs::read_to_string(sys_class_net.join(ifname).join("mtu"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+/// host has no default route or netlink fails (the bridge plugin then uses its own default).
+pub fn default_route_mtu() -> Option<u32> {
+    let nl = Netlink::current().ok()?;
+    let oif = [IpFamily::V4, IpFamily::V6]
+        .into_iter()
+        .find_map(|fam| default_oif(&nl.routes(fam).ok()?))?;
+    Some(nl.link_by_index(oif).ok()?.mtu)
 }
 
-/// /proc/net/route: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...` in hex;
-/// the default route has destination and mask 0, the lowest metric wins.
-fn default_v4_ifname(table: &str) -> Option<&str> {
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let up = u32::from_str_radix(f.get(3)?, 16).ok()? & 1 != 0;
-            (up && f[1] == "00000000" && *f.get(7)? == "00000000")
-                .then(|| Some((f.get(6)?.parse::<u32>().ok()?, f[0])))
-                .flatten()
-        })
+/// The interface of the main table's default route with the lowest metric.
+fn default_oif(routes: &[Route]) -> Option<u32> {
+    routes
+        .iter()
+        .filter(|r| r.table == MAIN_TABLE && r.dst.prefix() == 0)
+        .filter_map(|r| Some((r.priority.unwrap_or(0), r.oif?)))
         .min()
-        .map(|(_, ifname)| ifname)
-}
-
-/// /proc/net/ipv6_route: `dst dst_len src src_len nexthop metric refcnt use flags ifname`;
-/// the default route is ::/0 (not the `lo` unreachable entry), the lowest metric wins.
-fn default_v6_ifname(table: &str) -> Option<&str> {
-    table
-        .lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let ifname = *f.get(9)?;
-            (f[0].bytes().all(|b| b == b'0') && f[1] == "00" && ifname != "lo")
-                .then(|| Some((u32::from_str_radix(f[5], 16).ok()?, ifname)))
-                .flatten()
-        })
-        .min()
-        .map(|(_, ifname)| ifname)
+        .map(|(_, oif)| oif)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn picks_the_lowest_metric_default_route() {
-        let v4 = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
-                  wlan0\t00000000\t0102A8C0\t0003\t0\t0\t600\t00000000\t0\t0\t0\n\
-                  eth0\t00000000\t0100000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n\
-                  eth0\t0000000A\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n";
-        assert_eq!(default_v4_ifname(v4), Some("eth0"));
-        assert_eq!(default_v4_ifname("Iface\tDestination\n"), None);
+    fn route(dst: &str, table: u32, metric: Option<u32>, oif: Option<u32>) -> Route {
+        Route {
+            dst: dst.parse().unwrap(),
+            gateway: None,
+            oif,
+            table,
+            scope: 0,
+            priority: metric,
+            multipath_gateways: vec![],
+        }
     }
 
     #[test]
-    fn ipv6_default_route_skips_the_lo_unreachable_entry() {
-        let v6 = "fd000000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth1\n\
-                  00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth1\n\
-                  00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n";
-        assert_eq!(default_v6_ifname(v6), Some("eth1"));
+    fn picks_the_lowest_metric_default_route_of_the_main_table() {
+        let routes = [
+            route("0.0.0.0/0", MAIN_TABLE, Some(600), Some(3)),
+            route("0.0.0.0/0", MAIN_TABLE, Some(100), Some(2)),
+            route("0.0.0.0/0", 100, Some(1), Some(9)),
+            route("10.0.0.0/8", MAIN_TABLE, Some(0), Some(5)),
+        ];
+        assert_eq!(default_oif(&routes), Some(2));
+        assert_eq!(default_oif(&routes[2..]), None);
     }
 
     #[test]
-    fn reads_the_interface_mtu() {
-        let dir = testkit::TempDir::new("cni-install-mtu");
-        std::fs::create_dir_all(dir.join("net")).unwrap();
-        std::fs::create_dir_all(dir.join("sys/ens3")).unwrap();
-        std::fs::write(
-            dir.join("net/route"),
-            "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\n\
-             ens3\t00000000\t0100000A\t0003\t0\t0\t0\t00000000\n",
-        )
-        .unwrap();
-        std::fs::write(dir.join("sys/ens3/mtu"), "8951\n").unwrap();
-        assert_eq!(
-            default_route_mtu(&dir.join("net"), &dir.join("sys")),
-            Some(8951)
-        );
-        assert_eq!(default_route_mtu(&dir.join("none"), &dir.join("sys")), None);
+    fn a_multipath_default_without_one_interface_is_skipped() {
+        assert_eq!(default_oif(&[route("::/0", MAIN_TABLE, None, None)]), None);
     }
 }

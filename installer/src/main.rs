@@ -1,32 +1,14 @@
-//! cni-install: the DaemonSet container that puts the cni-rs plugins and this node's
-//! conflist onto the host and keeps them there.
-
-// Unsafe code only where it is allowed by name: the signal syscalls in `signals`.
-#![deny(unsafe_code)]
-
-mod api;
-mod atomic;
-mod binaries;
-mod config;
-mod conflist;
-mod host_mtu;
-mod podcidr;
-mod run;
-#[allow(unsafe_code)]
-mod signals;
+//! cni-install: the plugins' installer and the node agent (see the library).
 
 use std::process::ExitCode;
 
 use clap::Parser;
-
-/// One line per action on stderr.
-fn log(msg: &str) {
-    eprintln!("cni-install: {msg}");
-}
+use cni_install::{config, log, run, signals};
+use hostnet::node::{HostNodeNet, NodeNet};
 
 fn main() -> ExitCode {
     let args = config::Args::parse();
-    // Before anything else: every later wait must end on SIGTERM.
+    // Before anything else (and before any thread): every later wait must end on SIGTERM.
     let stop = match signals::Stop::install() {
         Ok(stop) => stop,
         Err(e) => {
@@ -35,11 +17,14 @@ fn main() -> ExitCode {
         }
     };
     let result = if args.uninstall {
-        run::uninstall(&args)
+        match HostNodeNet::current() {
+            Ok(net) => run::uninstall(&args, Ok(&net as &dyn NodeNet)),
+            Err(e) => run::uninstall(&args, Err(e)),
+        }
     } else if args.once {
         run::once(&args, &stop)
     } else {
-        run::daemon(&args, &stop)
+        run::daemon(&args, stop)
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -27,6 +27,12 @@ pub fn from_node_json(body: &[u8]) -> Result<Vec<IpNetwork>, String> {
         Some(cidrs) => ("spec.podCIDRs", cidrs),
         None => ("spec.podCIDR", node.spec.pod_cidr.into_iter().collect()),
     };
+    parse_ranges(field, &cidrs)
+}
+
+/// A node's pod ranges: each a network address with a prefix length a node can use, at
+/// most one per family. The error names `field` and the value.
+pub fn parse_ranges(field: &str, cidrs: &[String]) -> Result<Vec<IpNetwork>, String> {
     let nets = cidrs
         .iter()
         .filter(|c| !c.is_empty())
@@ -50,6 +56,11 @@ fn parse_one(field: &str, cidr: &str) -> Result<IpNetwork, String> {
     let net: IpNetwork = cidr
         .parse()
         .map_err(|e| format!("{field} {cidr:?} is not a CIDR: {e}"))?;
+    if net.prefix() == 0 {
+        return Err(format!(
+            "{field} {cidr:?} is a default route, not a node's pod range"
+        ));
+    }
     if net.ip() != net.network() {
         return Err(format!(
             "{field} {cidr:?} is not a network address (host bits set)"

@@ -1,20 +1,26 @@
-//! The three modes: one pass (--once), staying running (the DaemonSet), --uninstall.
+//! The three modes: one pass (--once), the node agent (the DaemonSet), --uninstall; and
+//! the node's files (binaries, conflist) they share.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hostnet::node::{NodeNet, NodeNetError};
 use ipnetwork::IpNetwork;
 
 use crate::api::{ApiError, Client};
 use crate::atomic::FileError;
+use crate::backoff::Backoff;
 use crate::binaries::{self, Binary};
 use crate::config::Args;
 use crate::conflist::{self, Settings};
+use crate::health::Metrics;
 use crate::signals::Stop;
-use crate::{atomic, host_mtu, log};
+use crate::watcher::Shared;
+use crate::{agent, atomic, host_mtu, log};
 
-/// Retry delays while the API server fails or the node has no podCIDR: 1 s doubling up to
-/// this (and never beyond --interval when staying running).
+/// Retry delays while the API server fails or the node has no podCIDR (--once): 1 s
+/// doubling up to this.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Why a mode ended with an error (logged as `error: <this>`).
@@ -38,25 +44,31 @@ pub enum RunError {
     },
     #[error("stopped by signal {0} before the node's files were in place")]
     Stopped(i32),
+    #[error("{0}")]
+    Kernel(#[from] NodeNetError),
 }
 
-struct Installer<'a> {
+/// The API client the flags describe.
+pub fn client(args: &Args) -> Result<Client, RunError> {
+    Ok(Client {
+        server: args.api_server().map_err(RunError::Setup)?,
+        token_file: args.token_file.clone(),
+        ca_file: args.ca_file.clone(),
+    })
+}
+
+/// This node's files: the plugin binaries and the conflist.
+pub struct Installer<'a> {
     args: &'a Args,
-    node: String,
-    client: Client,
+    pub node: String,
     bins: Vec<Binary>,
 }
 
 impl<'a> Installer<'a> {
-    fn new(args: &'a Args) -> Result<Installer<'a>, RunError> {
+    pub fn new(args: &'a Args) -> Result<Installer<'a>, RunError> {
         let installer = Installer {
             args,
             node: args.node_name().map_err(RunError::Setup)?.to_string(),
-            client: Client {
-                server: args.api_server().map_err(RunError::Setup)?,
-                token_file: args.token_file.clone(),
-                ca_file: args.ca_file.clone(),
-            },
             bins: binaries::load(&args.source_dir).map_err(RunError::Setup)?,
         };
         installer.remove_stale_temps();
@@ -78,7 +90,7 @@ impl<'a> Installer<'a> {
         self.args.conf_dir.join(&self.args.conf_name)
     }
 
-    fn put_binaries(&self) -> Result<(), RunError> {
+    pub fn put_binaries(&self) -> Result<(), RunError> {
         let written = binaries::install(&self.bins, &self.args.bin_dir)?;
         for name in written {
             log(&format!(
@@ -89,11 +101,7 @@ impl<'a> Installer<'a> {
         Ok(())
     }
 
-    fn pod_cidrs(&self) -> Result<Vec<IpNetwork>, ApiError> {
-        self.client.pod_cidrs(&self.node)
-    }
-
-    fn waiting(&self) -> String {
+    pub fn waiting(&self) -> String {
         format!(
             "node {} has no spec.podCIDR(s) yet (assigned by kube-controller-manager \
              --allocate-node-cidrs or your IPAM controller); waiting, no subnet is made up",
@@ -119,16 +127,15 @@ impl<'a> Installer<'a> {
         names
     }
 
-    fn put_conflist(&self, cidrs: &[IpNetwork]) -> Result<(), RunError> {
-        let mtu = self.args.mtu.or_else(|| {
-            host_mtu::default_route_mtu("/proc/net".as_ref(), "/sys/class/net".as_ref())
-        });
+    pub fn put_conflist(&self, cidrs: &[IpNetwork]) -> Result<(), RunError> {
+        let mtu = self.args.mtu.or_else(host_mtu::default_route_mtu);
         let settings = Settings {
             cni_version: &self.args.cni_version,
             bridge: &self.args.bridge,
             mtu,
+            ip_masq: self.args.files_only,
         };
-        let text = conflist::render(&settings, cidrs);
+        let text = conflist::render(&settings, cidrs).map_err(RunError::Setup)?;
         if atomic::put(
             &self.args.conf_dir,
             &self.args.conf_name,
@@ -153,39 +160,20 @@ impl<'a> Installer<'a> {
 }
 
 /// `10.244.1.0/24,fd00:1::/64`
-fn show(cidrs: &[IpNetwork]) -> String {
+pub fn show(cidrs: &[IpNetwork]) -> String {
     let cidrs: Vec<String> = cidrs.iter().map(|c| c.to_string()).collect();
     cidrs.join(",")
-}
-
-struct Backoff {
-    next: Duration,
-    max: Duration,
-}
-
-impl Backoff {
-    fn new(max: Duration) -> Backoff {
-        Backoff {
-            next: Duration::from_secs(1).min(max),
-            max,
-        }
-    }
-
-    fn take(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (d * 2).min(self.max);
-        d
-    }
 }
 
 /// One pass: the node's podCIDRs (waiting at most --wait for them), then the binaries,
 /// then the conflist. Nothing is written before the podCIDRs are known and valid.
 pub fn once(args: &Args, stop: &Stop) -> Result<(), RunError> {
+    let client = client(args)?;
     let installer = Installer::new(args)?;
     let deadline = Instant::now() + args.wait();
     let mut backoff = Backoff::new(MAX_BACKOFF);
     let cidrs = loop {
-        let reason = match installer.pod_cidrs() {
+        let reason = match client.pod_cidrs(&installer.node) {
             Ok(cidrs) if !cidrs.is_empty() => break cidrs,
             Ok(_) => RunError::NoPodCidrs(installer.waiting()),
             Err(e @ (ApiError::BadNode { .. } | ApiError::File { .. } | ApiError::NoCaCert(_))) => {
@@ -201,88 +189,65 @@ pub fn once(args: &Args, stop: &Stop) -> Result<(), RunError> {
             });
         }
         log(&format!("{reason} (retrying)"));
-        if let Some(sig) = stop.sleep(backoff.take().min(left)) {
+        if let Some(sig) = stop.sleep(backoff.take_exact().min(left)) {
             return Err(RunError::Stopped(sig));
         }
     };
+    agent::free_stale_leases(args);
     installer.put_binaries()?;
     installer.put_conflist(&cidrs)
 }
 
-/// Stays running: every --interval puts back what is missing or changed, re-renders when
-/// the podCIDRs change, writes nothing when nothing changed. Ok on SIGTERM/SIGINT.
-pub fn daemon(args: &Args, stop: &Stop) -> Result<(), RunError> {
+/// The node agent until SIGTERM/SIGINT (Ok then): see `agent`.
+pub fn daemon(args: &Args, stop: Stop) -> Result<(), RunError> {
+    let client = client(args)?;
     let installer = Installer::new(args)?;
+    let net = match hostnet::node::HostNodeNet::current() {
+        _ if args.files_only => None,
+        Ok(net) => Some(net),
+        Err(e) => {
+            log(&format!(
+                "error: {e}: no routes or rules on this node, only its files (never ready)"
+            ));
+            None
+        }
+    };
+    let shared = Arc::new(Shared::default());
+    {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                loop {
+                    if let Some(sig) = stop.sleep(Duration::from_secs(3600)) {
+                        shared.request_stop(sig);
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| RunError::Setup(format!("starting the signal thread: {e}")))?;
+    }
     log(&format!(
-        "node {}: installing {} binaries into {}, conflist {}; re-checking every {}s",
+        "node {}: installing {} binaries into {}, conflist {}; watching every Node",
         installer.node,
         installer.bins.len(),
         args.bin_dir.display(),
         installer.conf_path().display(),
-        args.interval
     ));
-    // The node's last known podCIDRs: the conflist is put back from them while the API
-    // server is unreachable.
-    let mut known: Vec<IpNetwork> = Vec::new();
-    let mut backoff = Backoff::new(MAX_BACKOFF.min(args.interval()));
-    loop {
-        let ok = pass(&installer, &mut known);
-        let delay = if ok {
-            backoff = Backoff::new(MAX_BACKOFF.min(args.interval()));
-            args.interval()
-        } else {
-            backoff.take()
-        };
-        if let Some(sig) = stop.sleep(delay) {
-            log(&format!(
-                "signal {sig}: exiting, the node's files stay in place"
-            ));
-            return Ok(());
-        }
-    }
+    let net = net.as_ref().map(|n| n as &dyn NodeNet);
+    agent::run(
+        args,
+        &installer,
+        client,
+        net,
+        shared,
+        Arc::new(Metrics::default()),
+    )
 }
 
-/// One re-check; false when something failed or is still missing (retry sooner).
-fn pass(installer: &Installer, known: &mut Vec<IpNetwork>) -> bool {
-    let mut ok = true;
-    match installer.pod_cidrs() {
-        Ok(cidrs) if !cidrs.is_empty() => {
-            if !known.is_empty() && *known != cidrs {
-                log(&format!(
-                    "podCIDRs changed: {} -> {}",
-                    show(known),
-                    show(&cidrs)
-                ));
-            }
-            *known = cidrs;
-        }
-        Ok(_) if known.is_empty() => {
-            log(&installer.waiting());
-            return false;
-        }
-        Ok(_) => log("the node lost its podCIDRs; keeping the conflist for the last known ones"),
-        Err(e) => {
-            log(&format!("error: {e} (retrying)"));
-            ok = false;
-        }
-    }
-    if known.is_empty() {
-        return false;
-    }
-    // The binaries before the conflist: a runtime that sees the conflist runs them.
-    if let Err(e) = installer.put_binaries() {
-        log(&format!("error: {e} (the conflist waits for the binaries)"));
-        return false;
-    }
-    if let Err(e) = installer.put_conflist(known) {
-        log(&format!("error: {e}"));
-        ok = false;
-    }
-    ok
-}
-
-/// Removes our conflist and those of our binaries still identical to the source dir's.
-pub fn uninstall(args: &Args) -> Result<(), RunError> {
+/// Removes our conflist, those of our binaries still identical to the source dir's, our
+/// routes and our firewall table; nothing else.
+pub fn uninstall(args: &Args, net: Result<&dyn NodeNet, NodeNetError>) -> Result<(), RunError> {
     let bins = binaries::load(&args.source_dir).map_err(RunError::Setup)?;
     let conf = args.conf_dir.join(&args.conf_name);
     // The conflist first: runtimes stop using the network before its plugins go.
@@ -302,5 +267,26 @@ pub fn uninstall(args: &Args) -> Result<(), RunError> {
     for dir in [&args.bin_dir, &args.conf_dir] {
         atomic::remove_stale_temps(dir);
     }
-    Ok(())
+    // The kernel last: pods keep reaching other nodes until the network is gone.
+    let net = net?;
+    let mut failed = None;
+    for route in net.our_routes()? {
+        match net.del_route(&route) {
+            Ok(()) => log(&format!(
+                "removed route {} via {}",
+                route.dst, route.gateway
+            )),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                log(&format!("error: {e}"));
+                failed = Some(e);
+            }
+        }
+    }
+    net.remove_firewall()?;
+    log("removed our firewall table (if there was one)");
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }

@@ -1,5 +1,6 @@
-//! cni-install staying running (the DaemonSet), replacing files under a concurrent reader,
-//! and read-only host mounts.
+//! cni-install staying running (the DaemonSet, here `--files-only`: the binary never
+//! touches the test machine's kernel; the agent's kernel side runs in-process on the fake
+//! in `agent.rs`), replacing files under a concurrent reader, and read-only host mounts.
 
 mod support;
 
@@ -11,17 +12,45 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use support::{Node, eventually, fake_binary, stderr};
 
 /// The running installer; SIGKILLed on drop if a test failed before stopping it.
-struct Daemon(Option<Child>);
+struct Daemon(Option<Child>, u16);
+
+/// A port free a moment ago on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
 
 impl Daemon {
     fn start(node: &Node) -> Daemon {
+        let port = free_port();
         let child = node
             .cmd()
-            .args(["--interval", "1"])
+            .args(["--interval", "1", "--files-only"])
+            .args(["--health-listen", &format!("127.0.0.1:{port}")])
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        Daemon(Some(child))
+        Daemon(Some(child), port)
+    }
+
+    /// GET `path` on the health endpoint (None while it does not answer yet).
+    fn get(&self, path: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", self.1)).ok()?;
+        write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+        let mut out = String::new();
+        c.read_to_string(&mut out).ok()?;
+        Some(out)
+    }
+
+    /// A counter or gauge of /metrics.
+    fn metric(&self, name: &str) -> Option<u64> {
+        let text = self.get("/metrics")?;
+        let line = text.lines().find(|l| l.starts_with(&format!("{name} ")))?;
+        line.split_whitespace().nth(1)?.parse().ok()
     }
 
     /// SIGTERM, then its exit status and log.
@@ -61,18 +90,33 @@ fn puts_back_removed_or_changed_files_follows_the_pod_cidr_and_stops_on_sigterm(
     });
     assert_eq!(node.names("bin"), ["bridge", "host-local", "loopback"]);
 
-    // Nothing changes: passes go by (API requests) and no file is rewritten.
+    eventually("ready", || {
+        daemon
+            .get("/readyz")
+            .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    assert!(daemon.get("/healthz").unwrap().starts_with("HTTP/1.1 200"));
+
+    // Nothing changes: passes go by (the periodic re-check, another node's event) and no
+    // file is rewritten; the API server is watched, not polled.
     let stamp = |p: &str| {
         let m = std::fs::metadata(node.dir.join(p)).unwrap();
         (m.ino(), m.mtime_nsec())
     };
     let before = (stamp("bin/bridge"), stamp("net.d/10-cni-rs.conflist"));
-    let seen = node.api.requests();
-    eventually("three more passes", || node.api.requests() >= seen + 3);
+    let requests = node.api.requests();
+    let seen = daemon.metric("cni_rs_reconciles_total").unwrap();
+    node.api
+        .put_node("node-2", &["10.244.9.0/24"], &["172.18.0.9"]);
+    eventually("three more passes", || {
+        daemon.metric("cni_rs_reconciles_total").unwrap() >= seen + 3
+    });
     assert_eq!(
         (stamp("bin/bridge"), stamp("net.d/10-cni-rs.conflist")),
         before
     );
+    // Only the /metrics... requests went to the health endpoint, none to the API server.
+    assert_eq!(node.api.requests(), requests);
 
     std::fs::remove_file(node.dir.join("bin/bridge")).unwrap();
     std::fs::write(node.dir.join("bin/host-local"), "truncated").unwrap();
@@ -90,8 +134,13 @@ fn puts_back_removed_or_changed_files_follows_the_pod_cidr_and_stops_on_sigterm(
         subnet(&node).as_deref() == Some("10.244.4.0/24")
     });
 
-    // The API server gone: the conflist is still put back from the last known podCIDRs.
+    // The API server gone (a dropped watch, then 403s): the conflist is still put back
+    // from the last known podCIDRs.
     node.api.set(|b| b.forbidden = true);
+    node.api.drop_watches();
+    eventually("a failed re-list", || {
+        daemon.metric("cni_rs_api_errors_total").unwrap_or(0) >= 1
+    });
     std::fs::remove_file(node.conflist_path()).unwrap();
     eventually("the conflist put back", || {
         subnet(&node).as_deref() == Some("10.244.4.0/24")
@@ -117,10 +166,16 @@ fn puts_back_removed_or_changed_files_follows_the_pod_cidr_and_stops_on_sigterm(
 fn sigterm_ends_the_wait_for_a_pod_cidr() {
     let node = Node::new(&[]);
     let daemon = Daemon::start(&node);
-    eventually("an API request", || node.api.requests() >= 1);
+    eventually("a watch", || node.api.watches() >= 1);
     let out = daemon.terminate();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(node.names("net.d").is_empty() && node.names("bin").is_empty());
+    // The binaries do not wait for a podCIDR; the conflist does.
+    assert!(node.names("net.d").is_empty());
+    assert!(daemon_not_ready_log(&stderr(&out)), "{}", stderr(&out));
+}
+
+fn daemon_not_ready_log(log: &str) -> bool {
+    log.contains("has no spec.podCIDR(s) yet") && log.contains("signal 15: exiting")
 }
 
 /// Large files make a partial state likely to be caught if there were one.

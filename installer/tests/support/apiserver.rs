@@ -1,20 +1,26 @@
-//! A stand-in for the Kubernetes API server: HTTPS on 127.0.0.1 with a throwaway CA,
-//! `GET /api/v1/nodes/NAME` checked against a bearer token, answers in the real API's
-//! shape (a Node object, or a Status object for errors). Used by the installer tests and,
-//! through `examples/stub-apiserver.rs`, by `scripts/e2e-install.sh`.
+//! A stand-in for the Kubernetes API server: HTTPS on a local address with a throwaway CA,
+//! checked against a bearer token, answering in the real API's shape. It serves
+//! `GET /api/v1/nodes/NAME` (one Node), `GET /api/v1/nodes?limit=&continue=` (the list, in
+//! pages) and `?watch=1&resourceVersion=` (a stream of events from a history, with
+//! bookmarks and a 410 ERROR event for a resourceVersion older than the history). Tests
+//! add, change and delete Nodes, expire every watch (410), drop the watch connections and
+//! send garbage. Used by the installer tests and, through `examples/stub-apiserver.rs`, by
+//! `scripts/e2e-install.sh` and the scale benchmark.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
 
-/// What the server answers; tests change it while the installer runs.
+/// What the server answers for "the" node (the one `start` names); tests change it while
+/// the installer runs. Every change is a MODIFIED event for watchers.
 #[derive(Debug, Clone)]
 pub struct Behaviour {
     /// `spec.podCIDRs` of the node (empty: not assigned yet; the field is then absent).
@@ -23,21 +29,56 @@ pub struct Behaviour {
     pub legacy_pod_cidr_only: bool,
     /// Answer 403 as if the ClusterRole were missing.
     pub forbidden: bool,
+    /// The node's InternalIPs.
+    pub internal_ips: Vec<String>,
 }
 
 #[derive(Debug, Default)]
 pub struct Counts {
     pub requests: u32,
     pub unauthorized: u32,
+    pub lists: u32,
+    pub watches: u32,
+}
+
+/// One Node of the cluster: ranges and InternalIPs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StubNode {
+    pub pod_cidrs: Vec<String>,
+    pub internal_ips: Vec<String>,
+}
+
+#[derive(Default)]
+struct Cluster {
+    /// Every node but "the" node (that one is `Behaviour`).
+    others: BTreeMap<String, StubNode>,
+    rv: u64,
+    /// (resourceVersion, event line) since `oldest`.
+    history: Vec<(u64, String)>,
+    /// A watch from before this resourceVersion gets 410.
+    oldest: u64,
+    /// Bumped to end every open watch: with a 410 ERROR event (expire) or without a word.
+    expire_gen: u64,
+    drop_gen: u64,
+}
+
+struct World {
+    node: String,
+    behaviour: Mutex<Behaviour>,
+    cluster: Mutex<Cluster>,
+    changed: Condvar,
+    counts: Mutex<Counts>,
+    token: String,
+    stop: AtomicBool,
+    /// Nodes per list page (the client's `limit` is honoured up to this).
+    page: usize,
 }
 
 pub struct ApiServer {
     pub addr: SocketAddr,
     pub ca_pem: String,
     pub token: String,
-    pub behaviour: Arc<Mutex<Behaviour>>,
-    pub counts: Arc<Mutex<Counts>>,
-    stop: Arc<AtomicBool>,
+    world: Arc<World>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -85,29 +126,38 @@ impl ApiServer {
         let listener = TcpListener::bind(listen).unwrap();
         let addr = listener.local_addr().unwrap();
         let token = format!("token-{}-{}", std::process::id(), addr.port());
-        let behaviour = Arc::new(Mutex::new(Behaviour {
-            pod_cidrs: pod_cidrs.iter().map(|s| s.to_string()).collect(),
-            legacy_pod_cidr_only: false,
-            forbidden: false,
-        }));
-        let counts = Arc::new(Mutex::new(Counts::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let handler = Handler {
+        let world = Arc::new(World {
             node: node.to_string(),
+            behaviour: Mutex::new(Behaviour {
+                pod_cidrs: pod_cidrs.iter().map(|s| s.to_string()).collect(),
+                legacy_pod_cidr_only: false,
+                forbidden: false,
+                internal_ips: vec!["172.18.0.2".into()],
+            }),
+            cluster: Mutex::new(Cluster {
+                rv: 4711,
+                oldest: 4711,
+                ..Cluster::default()
+            }),
+            changed: Condvar::new(),
+            counts: Mutex::new(Counts::default()),
             token: token.clone(),
-            behaviour: behaviour.clone(),
-            counts: counts.clone(),
-        };
+            stop: AtomicBool::new(false),
+            page: 500,
+        });
         let config = Arc::new(config);
-        let stop2 = stop.clone();
+        let w = world.clone();
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
-                if stop2.load(Ordering::SeqCst) {
+                if w.stop.load(Ordering::SeqCst) {
                     break;
                 }
                 if let Ok(tcp) = conn {
+                    let (w, config) = (w.clone(), config.clone());
                     // Handshake failures (a client with the wrong CA) just end that connection.
-                    let _ = handler.serve(tcp, config.clone());
+                    std::thread::spawn(move || {
+                        let _ = w.serve(tcp, config);
+                    });
                 }
             }
         });
@@ -115,9 +165,7 @@ impl ApiServer {
             addr,
             ca_pem: ca.pem(),
             token,
-            behaviour,
-            counts,
-            stop,
+            world,
             thread: Some(thread),
         }
     }
@@ -126,22 +174,121 @@ impl ApiServer {
         format!("https://{}", self.addr)
     }
 
+    /// Changes "the" node; watchers see a MODIFIED event if its object changed.
     pub fn set(&self, change: impl FnOnce(&mut Behaviour)) {
-        change(&mut self.behaviour.lock().unwrap());
+        let w = &self.world;
+        let mut b = w.behaviour.lock().unwrap();
+        let before = node_object(&w.node, &b, 0);
+        change(&mut b);
+        if node_object(&w.node, &b, 0) != before {
+            let b = b.clone();
+            let mut c = w.cluster.lock().unwrap();
+            c.rv += 1;
+            let rv = c.rv;
+            let line = event("MODIFIED", &node_object(&w.node, &b, rv));
+            c.history.push((rv, line));
+            w.changed.notify_all();
+        }
+    }
+
+    /// Adds or changes another node.
+    pub fn put_node(&self, name: &str, pod_cidrs: &[&str], internal_ips: &[&str]) {
+        let node = StubNode {
+            pod_cidrs: pod_cidrs.iter().map(|s| s.to_string()).collect(),
+            internal_ips: internal_ips.iter().map(|s| s.to_string()).collect(),
+        };
+        let w = &self.world;
+        let mut c = w.cluster.lock().unwrap();
+        let kind = if c.others.contains_key(name) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        c.rv += 1;
+        let rv = c.rv;
+        let line = event(kind, &stub_object(name, &node, rv));
+        c.others.insert(name.to_string(), node);
+        c.history.push((rv, line));
+        w.changed.notify_all();
+    }
+
+    /// Adds many nodes at once (no events: as if they were there before any watch).
+    pub fn put_nodes_quietly(&self, nodes: impl IntoIterator<Item = (String, StubNode)>) {
+        let mut c = self.world.cluster.lock().unwrap();
+        c.others.extend(nodes);
+        c.rv += 1;
+        c.oldest = c.rv;
+        c.history.clear();
+    }
+
+    pub fn delete_node(&self, name: &str) {
+        let w = &self.world;
+        let mut c = w.cluster.lock().unwrap();
+        if let Some(node) = c.others.remove(name) {
+            c.rv += 1;
+            let rv = c.rv;
+            let line = event("DELETED", &stub_object(name, &node, rv));
+            c.history.push((rv, line));
+            w.changed.notify_all();
+        }
+    }
+
+    /// Changes without any event (as if they happened while no watch was open and the
+    /// history was compacted): only a re-list sees them.
+    pub fn delete_node_quietly(&self, name: &str) {
+        let mut c = self.world.cluster.lock().unwrap();
+        c.others.remove(name);
+        c.rv += 1;
+        c.oldest = c.rv;
+        c.history.clear();
+    }
+
+    /// Compacts the history: every open watch gets a 410 ERROR event and ends; a watch
+    /// from any earlier resourceVersion is answered 410.
+    pub fn expire_watches(&self) {
+        let mut c = self.world.cluster.lock().unwrap();
+        c.oldest = c.rv + 1;
+        c.history.clear();
+        c.expire_gen += 1;
+        self.world.changed.notify_all();
+    }
+
+    /// Closes every open watch connection without a word.
+    pub fn drop_watches(&self) {
+        self.world.cluster.lock().unwrap().drop_gen += 1;
+        self.world.changed.notify_all();
+    }
+
+    /// Sends `line` as the next event of every open watch (garbage, a huge event...).
+    pub fn send_raw(&self, line: String) {
+        let mut c = self.world.cluster.lock().unwrap();
+        c.rv += 1;
+        let rv = c.rv;
+        c.history.push((rv, line));
+        self.world.changed.notify_all();
     }
 
     pub fn requests(&self) -> u32 {
-        self.counts.lock().unwrap().requests
+        self.world.counts.lock().unwrap().requests
     }
 
     pub fn unauthorized(&self) -> u32 {
-        self.counts.lock().unwrap().unauthorized
+        self.world.counts.lock().unwrap().unauthorized
+    }
+
+    pub fn lists(&self) -> u32 {
+        self.world.counts.lock().unwrap().lists
+    }
+
+    pub fn watches(&self) -> u32 {
+        self.world.counts.lock().unwrap().watches
     }
 }
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.world.stop.store(true, Ordering::SeqCst);
+        self.world.changed.notify_all();
         let _ = TcpStream::connect(self.addr); // wakes the accept loop
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -149,14 +296,45 @@ impl Drop for ApiServer {
     }
 }
 
-struct Handler {
-    node: String,
-    token: String,
-    behaviour: Arc<Mutex<Behaviour>>,
-    counts: Arc<Mutex<Counts>>,
+fn event(kind: &str, object: &Value) -> String {
+    json!({ "type": kind, "object": object }).to_string()
 }
 
-impl Handler {
+/// `?a=1&b=2` as a map (values are URL-decoded for %XX only).
+fn query(path: &str) -> BTreeMap<String, String> {
+    let Some((_, q)) = path.split_once('?') else {
+        return BTreeMap::new();
+    };
+    q.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), decode(v)))
+        .collect()
+}
+
+fn decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        if b[i] == b'%'
+            && let Some(x) = hex.and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(x);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+type Tls = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+
+impl World {
     fn serve(&self, tcp: TcpStream, config: Arc<rustls::ServerConfig>) -> std::io::Result<()> {
         tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
         let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
@@ -175,31 +353,42 @@ impl Handler {
                 authorization = Some(value.trim().to_string());
             }
         }
-        let (status, body) = self.answer(&request_line, authorization.as_deref());
-        let body = body.to_string();
         let stream = tls.get_mut();
-        write!(
-            stream,
-            "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n{body}",
-            reason(status),
-            body.len()
-        )?;
-        stream.flush()?;
-        stream.conn.send_close_notify();
-        stream.flush()
+        let mut parts = request_line.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let q = query(path);
+        if self.authorized(authorization.as_deref())
+            && method == "GET"
+            && path.starts_with("/api/v1/nodes?")
+            && q.get("watch").is_some_and(|v| v == "1" || v == "true")
+            && !self.behaviour.lock().unwrap().forbidden
+        {
+            return self.watch(stream, &q);
+        }
+        let (status, body) = self.answer(method, path, &q, authorization.as_deref());
+        respond(stream, status, &body.to_string())
     }
 
-    fn answer(&self, request_line: &str, authorization: Option<&str>) -> (u16, Value) {
+    fn authorized(&self, authorization: Option<&str>) -> bool {
+        authorization == Some(&format!("Bearer {}", self.token))
+    }
+
+    fn answer(
+        &self,
+        method: &str,
+        path: &str,
+        q: &BTreeMap<String, String>,
+        authorization: Option<&str>,
+    ) -> (u16, Value) {
         self.counts.lock().unwrap().requests += 1;
-        if authorization != Some(&format!("Bearer {}", self.token)) {
+        if !self.authorized(authorization) {
             self.counts.lock().unwrap().unauthorized += 1;
             return (401, status_object(401, "Unauthorized", "Unauthorized"));
         }
         let b = self.behaviour.lock().unwrap().clone();
-        let mut parts = request_line.split_whitespace();
-        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let Some(name) = path.strip_prefix("/api/v1/nodes/") else {
+        let route = path.split('?').next().unwrap_or("");
+        let name = route.strip_prefix("/api/v1/nodes/");
+        if name.is_none() && route != "/api/v1/nodes" {
             return (
                 404,
                 status_object(
@@ -208,22 +397,140 @@ impl Handler {
                     "the server could not find the requested resource",
                 ),
             );
-        };
+        }
         if b.forbidden {
+            let (what, verb) = match name {
+                Some(n) => (format!("nodes \"{n}\""), "get"),
+                None => ("nodes".to_string(), "list"),
+            };
             let msg = format!(
-                "nodes \"{name}\" is forbidden: User \"system:serviceaccount:kube-system:cni-rs\" \
-                 cannot get resource \"nodes\" in API group \"\" at the cluster scope"
+                "{what} is forbidden: User \"system:serviceaccount:kube-system:cni-rs\" \
+                 cannot {verb} resource \"nodes\" in API group \"\" at the cluster scope"
             );
             return (403, status_object(403, "Forbidden", &msg));
         }
+        let Some(name) = name else {
+            return self.list(q);
+        };
         if method != "GET" || name != self.node {
             return (
                 404,
                 status_object(404, "NotFound", &format!("nodes \"{name}\" not found")),
             );
         }
-        (200, node_object(&self.node, &b))
+        let rv = self.cluster.lock().unwrap().rv;
+        (200, node_object(&self.node, &b, rv))
     }
+
+    fn list(&self, q: &BTreeMap<String, String>) -> (u16, Value) {
+        self.counts.lock().unwrap().lists += 1;
+        let b = self.behaviour.lock().unwrap().clone();
+        let c = self.cluster.lock().unwrap();
+        let limit = q
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .unwrap_or(usize::MAX)
+            .min(self.page);
+        // The continue token: the index to go on from, and the snapshot's resourceVersion.
+        let from = q
+            .get("continue")
+            .and_then(|t| t.split_once(':'))
+            .and_then(|(i, _)| i.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut all: Vec<Value> = vec![node_object(&self.node, &b, c.rv)];
+        all.extend(c.others.iter().map(|(n, s)| stub_object(n, s, c.rv)));
+        let end = (from + limit).min(all.len());
+        let items: Vec<Value> = all[from.min(end)..end].to_vec();
+        let mut meta = json!({ "resourceVersion": c.rv.to_string() });
+        if end < all.len() {
+            meta["continue"] = json!(format!("{end}:{}", c.rv));
+        }
+        (
+            200,
+            json!({ "kind": "NodeList", "apiVersion": "v1", "metadata": meta, "items": items }),
+        )
+    }
+
+    /// Streams events after `resourceVersion` until the client's timeoutSeconds, an expiry
+    /// (410 ERROR event), a drop or the server's end.
+    fn watch(&self, stream: &mut Tls, q: &BTreeMap<String, String>) -> std::io::Result<()> {
+        self.counts.lock().unwrap().requests += 1;
+        self.counts.lock().unwrap().watches += 1;
+        let timeout = q
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(300);
+        let end = Instant::now() + Duration::from_secs(timeout);
+        let mut rv: u64 = q
+            .get("resourceVersion")
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+        )?;
+        stream.flush()?;
+        let (expire_gen, drop_gen) = {
+            let c = self.cluster.lock().unwrap();
+            (c.expire_gen, c.drop_gen)
+        };
+        let mut c = self.cluster.lock().unwrap();
+        if rv < c.oldest {
+            drop(c);
+            let gone = status_object(410, "Expired", "too old resource version");
+            writeln!(stream, "{}", event("ERROR", &gone))?;
+            return close(stream);
+        }
+        loop {
+            if self.stop.load(Ordering::SeqCst) || Instant::now() >= end {
+                drop(c);
+                return close(stream);
+            }
+            if c.drop_gen != drop_gen {
+                return Ok(()); // no close_notify, no word: a dropped connection
+            }
+            if c.expire_gen != expire_gen {
+                drop(c);
+                let gone = status_object(410, "Expired", "too old resource version");
+                writeln!(stream, "{}", event("ERROR", &gone))?;
+                return close(stream);
+            }
+            let pending: Vec<(u64, String)> =
+                c.history.iter().filter(|(r, _)| *r > rv).cloned().collect();
+            if pending.is_empty() {
+                c = self
+                    .changed
+                    .wait_timeout(c, Duration::from_millis(200))
+                    .unwrap()
+                    .0;
+                continue;
+            }
+            drop(c);
+            for (r, line) in pending {
+                writeln!(stream, "{line}")?;
+                rv = r;
+            }
+            stream.flush()?;
+            c = self.cluster.lock().unwrap();
+        }
+    }
+}
+
+fn close(stream: &mut Tls) -> std::io::Result<()> {
+    stream.flush()?;
+    stream.conn.send_close_notify();
+    stream.flush()
+}
+
+fn respond(stream: &mut Tls, status: u16, body: &str) -> std::io::Result<()> {
+    write!(
+        stream,
+        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        reason(status),
+        body.len()
+    )?;
+    close(stream)
 }
 
 fn reason(status: u16) -> &'static str {
@@ -231,6 +538,7 @@ fn reason(status: u16) -> &'static str {
         200 => "OK",
         401 => "Unauthorized",
         403 => "Forbidden",
+        410 => "Gone",
         _ => "Not Found",
     }
 }
@@ -243,7 +551,7 @@ fn status_object(code: u16, reason: &str, message: &str) -> Value {
 }
 
 /// A Node as `kubectl get node -o json` shows it (absent fields are omitted, as the API does).
-fn node_object(name: &str, b: &Behaviour) -> Value {
+fn node_object(name: &str, b: &Behaviour, rv: u64) -> Value {
     let mut spec = json!({ "providerID": format!("kind://podman/kind/{name}") });
     if let Some(first) = b.pod_cidrs.first() {
         spec["podCIDR"] = json!(first);
@@ -251,13 +559,31 @@ fn node_object(name: &str, b: &Behaviour) -> Value {
             spec["podCIDRs"] = json!(b.pod_cidrs);
         }
     }
+    object(name, spec, &b.internal_ips, rv)
+}
+
+fn stub_object(name: &str, n: &StubNode, rv: u64) -> Value {
+    let mut spec = json!({ "providerID": format!("kind://podman/kind/{name}") });
+    if let Some(first) = n.pod_cidrs.first() {
+        spec["podCIDR"] = json!(first);
+        spec["podCIDRs"] = json!(n.pod_cidrs);
+    }
+    object(name, spec, &n.internal_ips, rv)
+}
+
+fn object(name: &str, spec: Value, ips: &[String], rv: u64) -> Value {
+    let mut addresses: Vec<Value> = ips
+        .iter()
+        .map(|ip| json!({ "type": "InternalIP", "address": ip }))
+        .collect();
+    addresses.push(json!({ "type": "Hostname", "address": name }));
     json!({
         "kind": "Node",
         "apiVersion": "v1",
         "metadata": {
             "name": name,
             "uid": "5b1c6a5e-0d3c-4f1e-9a59-2b0f0e6f1c11",
-            "resourceVersion": "4711",
+            "resourceVersion": rv.to_string(),
             "creationTimestamp": "2026-11-30T12:00:00Z",
             "labels": { "kubernetes.io/hostname": name, "kubernetes.io/os": "linux" }
         },
@@ -265,8 +591,7 @@ fn node_object(name: &str, b: &Behaviour) -> Value {
         "status": {
             "conditions": [{ "type": "Ready", "status": "False", "reason": "KubeletNotReady",
                              "message": "container runtime network not ready: NetworkReady=false" }],
-            "addresses": [{ "type": "InternalIP", "address": "172.18.0.2" },
-                          { "type": "Hostname", "address": name }],
+            "addresses": addresses,
             "nodeInfo": { "kubeletVersion": "v1.31.0", "containerRuntimeVersion": "containerd://1.7.22" }
         }
     })

@@ -1,0 +1,293 @@
+//! The node agent's loop: the watch thread keeps the Node cache and marks it dirty; this
+//! loop reconciles one snapshot at a time, and runs again right after if anything arrived
+//! meanwhile (a flood of events coalesces; an event on an idle agent is reconciled at
+//! once). With nothing arriving it re-checks this node's own state every --interval
+//! (files, routes and rules changed by someone else), without asking the API server.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use hostnet::node::NodeNet;
+use ipnetwork::IpNetwork;
+
+use crate::api::Client;
+use crate::backoff::Backoff;
+use crate::config::Args;
+use crate::desired::{self, Desired, Local, Options};
+use crate::health::{self, Metrics};
+use crate::nodes::NodeInfo;
+use crate::reconcile::{self, Forwarding};
+use crate::run::{Installer, RunError, show};
+use crate::watcher::{self, Shared, Wake};
+use crate::{leases, log};
+
+/// A failed reconcile is retried after 1 s doubling up to this (or sooner on an event).
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+struct Agent<'a> {
+    installer: &'a Installer<'a>,
+    net: Option<&'a dyn NodeNet>,
+    files_only: bool,
+    metrics: &'a Metrics,
+    options: Options,
+    forwarding: Forwarding,
+    /// Answers of `on_link`, kept until the next periodic re-check (a reconcile per event
+    /// must not ask the kernel about every node again).
+    on_link: HashMap<IpAddr, bool>,
+    /// Warnings of the last reconcile and of this one: each is logged once while it lasts.
+    warned: BTreeSet<String>,
+    warning: BTreeSet<String>,
+    own: Vec<IpNetwork>,
+    nodes: Option<Vec<NodeInfo>>,
+    retry: Backoff,
+    retry_at: Option<Instant>,
+}
+
+/// Runs the agent until `shared` is asked to stop: the watch thread, the health server and
+/// the reconcile loop. `net`: the kernel (None: `--files-only`, or it could not be opened:
+/// then never ready).
+pub fn run(
+    args: &Args,
+    installer: &Installer,
+    client: Client,
+    net: Option<&dyn NodeNet>,
+    shared: Arc<Shared>,
+    metrics: Arc<Metrics>,
+) -> Result<(), RunError> {
+    let listener = health::bind(args.health_listen)
+        .map_err(|e| RunError::Setup(format!("--health-listen {}: {e}", args.health_listen)))?;
+    let addr = listener.local_addr().map_or(args.health_listen, |a| a);
+    log(&format!(
+        "node {}: serving /readyz, /healthz, /metrics on http://{addr}",
+        installer.node
+    ));
+    {
+        let metrics = metrics.clone();
+        std::thread::Builder::new()
+            .name("health".into())
+            .spawn(move || health::serve(listener, &metrics))
+            .map_err(|e| RunError::Setup(format!("starting the health server: {e}")))?;
+    }
+    {
+        let (shared, metrics) = (shared.clone(), metrics.clone());
+        // Detached: at a stop it may sit in a read of the watch stream; the process ends.
+        std::thread::Builder::new()
+            .name("watch".into())
+            .spawn(move || watcher::run(&client, &shared, &metrics))
+            .map_err(|e| RunError::Setup(format!("starting the watch: {e}")))?;
+    }
+    free_stale_leases(args);
+    let mut agent = Agent {
+        installer,
+        net,
+        files_only: args.files_only,
+        metrics: &metrics,
+        options: Options {
+            cluster_cidrs: args.cluster_cidr.clone(),
+            no_masquerade: args.no_masquerade_cidr.clone(),
+        },
+        forwarding: Forwarding::default(),
+        on_link: HashMap::new(),
+        warned: BTreeSet::new(),
+        warning: BTreeSet::new(),
+        own: Vec::new(),
+        nodes: None,
+        retry: Backoff::new(MAX_RETRY),
+        retry_at: None,
+    };
+    // The binaries do not wait for the API server.
+    agent.put_binaries();
+    loop {
+        let now = Instant::now();
+        let wait = agent.retry_at.map_or(args.interval(), |t| {
+            t.saturating_duration_since(now).min(args.interval())
+        });
+        match shared.wait(wait) {
+            Wake::Stop(sig) => {
+                log(&format!(
+                    "signal {sig}: exiting; files, routes and rules stay in place"
+                ));
+                return Ok(());
+            }
+            Wake::Changed(nodes) => {
+                if nodes.is_some() {
+                    agent.nodes = nodes;
+                }
+            }
+            Wake::Idle => {
+                if agent.retry_at.is_none_or(|t| Instant::now() < t) {
+                    // The periodic re-check: ask the kernel afresh.
+                    agent.on_link.clear();
+                }
+            }
+        }
+        agent.pass();
+    }
+}
+
+/// host-local's leases of an earlier boot (see `leases`); a failure is logged, not fatal.
+pub fn free_stale_leases(args: &Args) {
+    let boot = std::fs::read_to_string("/proc/stat")
+        .map_err(|e| e.to_string())
+        .and_then(|s| leases::boot_time(&s).map_err(|e| e.to_string()));
+    let result = boot.and_then(|boot| {
+        leases::free_before(&args.ipam_data_dir, crate::conflist::NETWORK_NAME, boot)
+            .map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(freed) if freed.is_empty() => {}
+        Ok(freed) => {
+            let freed: Vec<String> = freed.iter().map(|ip| ip.to_string()).collect();
+            log(&format!(
+                "freed {} lease(s) of pods from before this boot: {}",
+                freed.len(),
+                freed.join(",")
+            ));
+        }
+        Err(e) => log(&format!(
+            "warning: leases of an earlier boot not freed: {e}"
+        )),
+    }
+}
+
+impl Agent<'_> {
+    fn put_binaries(&self) -> bool {
+        let ok = match self.installer.put_binaries() {
+            Ok(()) => true,
+            Err(e) => {
+                log(&format!("error: {e} (the conflist waits for the binaries)"));
+                false
+            }
+        };
+        self.metrics.binaries.store(ok, Ordering::Relaxed);
+        ok
+    }
+
+    /// One reconcile of everything: binaries, conflist, routes, rules.
+    fn pass(&mut self) {
+        let Some(nodes) = self.nodes.take() else {
+            // Before the first list only the binaries can be put in place.
+            self.put_binaries();
+            return;
+        };
+        let mut ok = self.put_binaries();
+        let desired = self.desired(&nodes);
+        self.nodes = Some(nodes);
+        match (&desired.own_error, desired.own_cidrs.is_empty()) {
+            (Some(e), _) => self.warn_once(format!("error: {e}")),
+            (None, true) => self.warn_once(self.installer.waiting()),
+            (None, false) => {}
+        }
+        if !desired.own_cidrs.is_empty() && desired.own_cidrs != self.own {
+            if !self.own.is_empty() {
+                log(&format!(
+                    "podCIDRs changed: {} -> {}",
+                    show(&self.own),
+                    show(&desired.own_cidrs)
+                ));
+            }
+            self.own = desired.own_cidrs.clone();
+        }
+        if self.own.is_empty() {
+            ok = false;
+            self.metrics.conflist.store(false, Ordering::Relaxed);
+        } else if ok {
+            // The last known ranges: kept while the node lost them or the API is down.
+            let put = self.installer.put_conflist(&self.own);
+            if let Err(e) = &put {
+                log(&format!("error: {e}"));
+                ok = false;
+            }
+            self.metrics.conflist.store(put.is_ok(), Ordering::Relaxed);
+        }
+        ok &= self.kernel(&desired);
+        self.warned = std::mem::take(&mut self.warning);
+        self.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+        if ok {
+            self.metrics.synced_now();
+            self.retry.reset();
+            self.retry_at = None;
+        } else {
+            self.metrics
+                .reconcile_errors
+                .fetch_add(1, Ordering::Relaxed);
+            self.retry_at = Some(Instant::now() + self.retry.take());
+        }
+    }
+
+    fn desired(&mut self, nodes: &[NodeInfo]) -> Desired {
+        let addrs = match self.net.map(|n| n.local_addrs()) {
+            Some(Ok(a)) => a,
+            Some(Err(e)) => {
+                log(&format!("error: {e}"));
+                vec![]
+            }
+            None => vec![],
+        };
+        let net = self.net;
+        let cache = &mut self.on_link;
+        let mut on_link = |ip: IpAddr| {
+            *cache
+                .entry(ip)
+                .or_insert_with(|| match net.map(|n| n.on_link(ip)) {
+                    Some(Ok(v)) => v,
+                    Some(Err(e)) => {
+                        log(&format!("error: {e}"));
+                        false
+                    }
+                    None => false,
+                })
+        };
+        let local = Local {
+            addrs: &addrs,
+            on_link: &mut on_link,
+        };
+        let d = desired::desired(&self.installer.node, nodes, local, &self.options);
+        for w in &d.warnings {
+            self.warn_once(format!("warning: {w}"));
+        }
+        d
+    }
+
+    /// Logs `msg` unless the last reconcile logged it too.
+    fn warn_once(&mut self, msg: String) {
+        if !self.warned.contains(&msg) && !self.warning.contains(&msg) {
+            log(&msg);
+        }
+        self.warning.insert(msg);
+    }
+
+    /// Routes, rules and forwarding; true when all are in place.
+    fn kernel(&mut self, desired: &Desired) -> bool {
+        let Some(net) = self.net else {
+            // Nothing of ours to put in the kernel with --files-only.
+            let ok = self.files_only;
+            self.metrics.routes_ok.store(ok, Ordering::Relaxed);
+            self.metrics.firewall_ok.store(ok, Ordering::Relaxed);
+            return ok;
+        };
+        let out = reconcile::reconcile(net, &desired.routes, &desired.policy, &mut self.forwarding);
+        for line in &out.changes {
+            log(line);
+        }
+        for w in &out.warnings {
+            self.warn_once(format!("warning: {w}"));
+        }
+        for e in &out.errors {
+            log(&format!("error: {e}"));
+        }
+        if out.firewall_applied {
+            log("firewall table applied");
+        }
+        let m = self.metrics;
+        m.routes.store(out.routes as u64, Ordering::Relaxed);
+        m.routes_wanted
+            .store(desired.routes.len() as u64, Ordering::Relaxed);
+        m.routes_ok.store(out.routes_ok(), Ordering::Relaxed);
+        m.firewall_ok.store(out.firewall_ok, Ordering::Relaxed);
+        out.errors.is_empty()
+    }
+}

@@ -1,0 +1,366 @@
+//! What this node should hold, from the full Node list: a route to every other node's pod
+//! ranges via that node's InternalIP of the family, and the node firewall policy. A pure
+//! function of the list and of what the kernel says about this node (its addresses, which
+//! addresses are on-link), so every decision is a unit test.
+//!
+//! Bad or hostile Node data changes nothing it should not: a node whose data is refused is
+//! skipped (no route, and its ranges are not trusted as pod ranges), with a warning that
+//! names it and the field; every other node is still served.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use hostnet::node::{FamilyPolicy, NodePolicy, PodRoute};
+use ipnetwork::IpNetwork;
+
+use crate::nodes::NodeInfo;
+use crate::podcidr;
+
+/// Settings that shape the desired state (`--cluster-cidr`, `--no-masquerade-cidr`).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// When given for a family: every pod range of that family must lie inside one.
+    pub cluster_cidrs: Vec<IpNetwork>,
+    /// Destinations never masqueraded, beside every node's pod ranges.
+    pub no_masquerade: Vec<IpNetwork>,
+}
+
+/// What the kernel says about this node.
+pub struct Local<'a> {
+    /// Every address on this node's interfaces.
+    pub addrs: &'a [IpAddr],
+    /// Whether an address is directly reachable (its route has no gateway).
+    pub on_link: &'a mut dyn FnMut(IpAddr) -> bool,
+}
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Desired {
+    /// This node's pod ranges (empty: none yet, or refused: see `own_error`).
+    pub own_cidrs: Vec<IpNetwork>,
+    /// Why this node's own ranges cannot be used (missing from the list, malformed).
+    pub own_error: Option<String>,
+    pub routes: BTreeSet<PodRoute>,
+    pub policy: NodePolicy,
+    /// One line per refused node, field or route.
+    pub warnings: Vec<String>,
+}
+
+/// A node whose data passed the checks that need only the node itself.
+struct Candidate<'a> {
+    name: &'a str,
+    field: &'static str,
+    cidrs: Vec<IpNetwork>,
+    ips: Vec<IpAddr>,
+}
+
+/// An address as one ordered number per family (IPv4 before IPv6).
+fn key(ip: IpAddr) -> (u8, u128) {
+    match ip {
+        IpAddr::V4(a) => (4, u128::from(u32::from(a))),
+        IpAddr::V6(a) => (6, u128::from(a)),
+    }
+}
+
+/// The first and last address of a range, as [`key`]s.
+fn span(net: &IpNetwork) -> ((u8, u128), u128) {
+    let (fam, start) = key(net.network());
+    let bits = if fam == 4 { 32 } else { 128 };
+    let host = bits - u32::from(net.prefix());
+    let last = if host == 128 {
+        u128::MAX
+    } else {
+        start | ((1u128 << host) - 1)
+    };
+    ((fam, start), last)
+}
+
+fn family_matches(net: &IpNetwork, ip: &IpAddr) -> bool {
+    net.is_ipv4() == ip.is_ipv4()
+}
+
+/// The desired state for node `me` from every Node.
+pub fn desired(me: &str, nodes: &[NodeInfo], local: Local, opts: &Options) -> Desired {
+    let mut out = Desired::default();
+    let mut warn = |msg: String| out.warnings.push(msg);
+    let local_addrs: BTreeSet<IpAddr> = local.addrs.iter().copied().collect();
+
+    // Checks of each node on its own.
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut own: Option<Candidate> = None;
+    for node in nodes {
+        let is_me = node.name == me;
+        let cidrs = match podcidr::parse_ranges(node.pod_cidrs_field, &node.pod_cidrs) {
+            Ok(c) => c,
+            Err(e) if is_me => {
+                out.own_error = Some(format!("node {me}: {e}"));
+                continue;
+            }
+            Err(e) => {
+                warn(format!("node {}: {e}; node skipped", node.name));
+                continue;
+            }
+        };
+        if let Some(net) = cidrs
+            .iter()
+            .find(|n| outside_cluster(n, &opts.cluster_cidrs))
+        {
+            let msg = format!(
+                "{} {net} is outside every --cluster-cidr of its family",
+                node.pod_cidrs_field
+            );
+            if is_me {
+                out.own_error = Some(format!("node {me}: {msg}"));
+            } else {
+                warn(format!("node {}: {msg}; node skipped", node.name));
+            }
+            continue;
+        }
+        if is_me {
+            own = Some(Candidate {
+                name: &node.name,
+                field: node.pod_cidrs_field,
+                cidrs,
+                ips: vec![],
+            });
+            continue;
+        }
+        let mut ips = Vec::new();
+        let mut bad = None;
+        for raw in &node.internal_ips {
+            match raw.parse::<IpAddr>() {
+                Ok(ip) if local_addrs.contains(&ip) => {
+                    bad = Some(format!(
+                        "status.addresses InternalIP {ip} is an address of this node"
+                    ));
+                }
+                Ok(ip) => ips.push(ip),
+                Err(_) => {
+                    bad = Some(format!(
+                        "status.addresses InternalIP {raw:?} is not an IP address"
+                    ))
+                }
+            }
+        }
+        if let Some(msg) = bad {
+            warn(format!("node {}: {msg}; node skipped", node.name));
+            continue;
+        }
+        if cidrs.is_empty() {
+            continue; // no range yet: nothing to route, nothing to warn about
+        }
+        candidates.push(Candidate {
+            name: &node.name,
+            field: node.pod_cidrs_field,
+            cidrs,
+            ips,
+        });
+    }
+    match &own {
+        None if out.own_error.is_none() => {
+            out.own_error = Some(format!("node {me} is not in the API server's node list"));
+        }
+        _ => {}
+    }
+    let own_cidrs: Vec<IpNetwork> = own.as_ref().map(|o| o.cidrs.clone()).unwrap_or_default();
+
+    // Checks against this node: its ranges, its addresses, its connected networks; and a
+    // range holding its own node's InternalIP.
+    let mut refused: BTreeMap<usize, String> = BTreeMap::new();
+    let local_keys: Vec<(u8, u128)> = {
+        let mut v: Vec<_> = local_addrs.iter().copied().map(key).collect();
+        v.sort_unstable();
+        v
+    };
+    let holds = |keys: &[(u8, u128)], net: &IpNetwork| {
+        let ((fam, start), last) = span(net);
+        let first = keys.partition_point(|k| *k < (fam, start));
+        keys.get(first).is_some_and(|k| k.0 == fam && k.1 <= last)
+    };
+    for (i, c) in candidates.iter().enumerate() {
+        let own_ips: Vec<(u8, u128)> = c.ips.iter().copied().map(key).collect();
+        let why = c.cidrs.iter().find_map(|net| {
+            if let Some(o) = own_cidrs
+                .iter()
+                .find(|o| o.contains(net.network()) || net.contains(o.network()))
+            {
+                return Some(format!(
+                    "{} {net} overlaps this node's pod range {o}",
+                    c.field
+                ));
+            }
+            if holds(&local_keys, net) || own_ips.iter().any(|k| holds(&[*k], net)) {
+                return Some(format!("{} {net} contains a node address", c.field));
+            }
+            (local.on_link)(net.network()).then(|| {
+                format!(
+                    "{} {net} overlaps a network connected to this node",
+                    c.field
+                )
+            })
+        });
+        if let Some(why) = why {
+            refused.insert(i, why);
+        }
+    }
+    // Against each other: both of an overlapping pair.
+    overlapping(&candidates, &mut refused);
+    // Pod ranges that survived, disjoint now: an InternalIP inside one is a pod address.
+    let mut ranges: Vec<((u8, u128), u128)> = candidates
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !refused.contains_key(i))
+        .flat_map(|(_, c)| c.cidrs.iter())
+        .chain(own_cidrs.iter())
+        .map(span)
+        .collect();
+    ranges.sort_unstable();
+    for (i, c) in candidates.iter().enumerate() {
+        if refused.contains_key(&i) {
+            continue;
+        }
+        if let Some(ip) = c.ips.iter().find(|ip| {
+            let k = key(**ip);
+            let at = ranges.partition_point(|r| r.0 <= k);
+            at > 0 && ranges[at - 1].0.0 == k.0 && ranges[at - 1].1 >= k.1
+        }) {
+            refused.insert(
+                i,
+                format!("status.addresses InternalIP {ip} is a pod address"),
+            );
+        }
+    }
+    for (i, why) in &refused {
+        warn(format!("node {}: {why}; node skipped", candidates[*i].name));
+    }
+
+    // Routes, and the pod ranges every node trusts.
+    let mut pod_ranges: Vec<IpNetwork> = own_cidrs.clone();
+    for (i, c) in candidates.iter().enumerate() {
+        if refused.contains_key(&i) {
+            continue;
+        }
+        pod_ranges.extend(c.cidrs.iter().copied());
+        for net in &c.cidrs {
+            let Some(gw) = c.ips.iter().find(|ip| family_matches(net, ip)) else {
+                let fam = if net.is_ipv4() { "IPv4" } else { "IPv6" };
+                warn(format!(
+                    "node {}: no {fam} InternalIP in status.addresses; no route to its {net}",
+                    c.name
+                ));
+                continue;
+            };
+            if !(local.on_link)(*gw) {
+                warn(format!(
+                    "node {}: InternalIP {gw} is not directly reachable from this node (its \
+                     route has a gateway); no route to its {net}",
+                    c.name
+                ));
+                continue;
+            }
+            out.routes.insert(PodRoute {
+                dst: *net,
+                gateway: *gw,
+            });
+        }
+    }
+    out.policy = policy(&own_cidrs, &pod_ranges, opts);
+    out.own_cidrs = own_cidrs;
+    out
+}
+
+fn outside_cluster(net: &IpNetwork, cluster: &[IpNetwork]) -> bool {
+    let same_family: Vec<&IpNetwork> = cluster
+        .iter()
+        .filter(|c| c.is_ipv4() == net.is_ipv4())
+        .collect();
+    !same_family.is_empty()
+        && !same_family
+            .iter()
+            .any(|c| c.prefix() <= net.prefix() && c.contains(net.network()))
+}
+
+/// One pod range in the overlap sweep, of candidate `owner`.
+#[derive(Clone, Copy)]
+struct Span {
+    start: (u8, u128),
+    last: u128,
+    owner: usize,
+    net: IpNetwork,
+}
+
+/// Marks every candidate not refused yet whose range overlaps another's (both of a pair:
+/// neither can be trusted with the other's addresses).
+fn overlapping(candidates: &[Candidate], refused: &mut BTreeMap<usize, String>) {
+    let mut spans: Vec<Span> = candidates
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !refused.contains_key(i))
+        .flat_map(|(i, c)| {
+            c.cidrs.iter().map(move |net| {
+                let (start, last) = span(net);
+                Span {
+                    start,
+                    last,
+                    owner: i,
+                    net: *net,
+                }
+            })
+        })
+        .collect();
+    spans.sort_unstable_by_key(|s| (s.start, std::cmp::Reverse(s.last)));
+    // The range reaching furthest so far; CIDRs are nested or disjoint, so a range
+    // starting inside it overlaps it.
+    let mut open: Option<Span> = None;
+    let mut found: Vec<(usize, String)> = Vec::new();
+    for s in spans {
+        let Some(o) = open.filter(|o| o.start.0 == s.start.0 && s.start.1 <= o.last) else {
+            open = Some(s);
+            continue;
+        };
+        for (this, other) in [(s, o), (o, s)] {
+            let c = &candidates[this.owner];
+            found.push((
+                this.owner,
+                format!(
+                    "{} {} overlaps node {}'s {}",
+                    c.field, this.net, candidates[other.owner].name, other.net
+                ),
+            ));
+        }
+        if s.last > o.last {
+            open = Some(s);
+        }
+    }
+    for (i, why) in found {
+        refused.entry(i).or_insert(why);
+    }
+}
+
+/// The firewall policy: per family of this node's ranges, masquerade from them to
+/// anywhere outside every trusted pod range, `--cluster-cidr` and `--no-masquerade-cidr`.
+fn policy(own: &[IpNetwork], pod_ranges: &[IpNetwork], opts: &Options) -> NodePolicy {
+    let family = |v4: bool| -> Option<FamilyPolicy> {
+        let pod_cidrs: Vec<IpNetwork> = own.iter().filter(|n| n.is_ipv4() == v4).copied().collect();
+        if pod_cidrs.is_empty() {
+            return None;
+        }
+        let set: BTreeSet<IpNetwork> = pod_ranges
+            .iter()
+            .chain(&opts.cluster_cidrs)
+            .chain(&opts.no_masquerade)
+            .filter(|n| n.is_ipv4() == v4)
+            .copied()
+            .collect();
+        Some(FamilyPolicy {
+            pod_cidrs,
+            no_masquerade: set.into_iter().collect(),
+        })
+    };
+    NodePolicy {
+        v4: family(true),
+        v6: family(false),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,387 @@
+//! The desired state from Node lists, good and bad (issue 20, item 8).
+
+use super::*;
+
+const ME: &str = "me";
+
+fn node(name: &str, cidrs: &[&str], ips: &[&str]) -> NodeInfo {
+    NodeInfo {
+        name: name.into(),
+        pod_cidrs: cidrs.iter().map(|s| s.to_string()).collect(),
+        pod_cidrs_field: "spec.podCIDRs",
+        internal_ips: ips.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn me() -> NodeInfo {
+    node(
+        ME,
+        &["10.244.0.0/24", "fd00:244::/64"],
+        &["192.168.0.1", "fd00:1::1"],
+    )
+}
+
+/// This node: 192.168.0.1/24 and fd00:1::1/64 on its uplink, cni0 with its pod ranges.
+fn run_with(nodes: &[NodeInfo], opts: &Options) -> Desired {
+    let addrs: Vec<IpAddr> = ["192.168.0.1", "fd00:1::1", "10.244.0.1", "fd00:244::1"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let connected: Vec<IpNetwork> = [
+        "192.168.0.0/24",
+        "fd00:1::/64",
+        "10.244.0.0/24",
+        "fd00:244::/64",
+    ]
+    .iter()
+    .map(|a| a.parse().unwrap())
+    .collect();
+    let mut on_link = |ip: IpAddr| connected.iter().any(|n| n.contains(ip));
+    desired(
+        ME,
+        nodes,
+        Local {
+            addrs: &addrs,
+            on_link: &mut on_link,
+        },
+        opts,
+    )
+}
+
+fn run(nodes: &[NodeInfo]) -> Desired {
+    run_with(nodes, &Options::default())
+}
+
+fn route(dst: &str, gw: &str) -> PodRoute {
+    PodRoute {
+        dst: dst.parse().unwrap(),
+        gateway: gw.parse().unwrap(),
+    }
+}
+
+fn nets(list: &[&str]) -> Vec<IpNetwork> {
+    list.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+fn good_peer() -> NodeInfo {
+    node(
+        "peer",
+        &["10.244.1.0/24", "fd00:244:1::/64"],
+        &["192.168.0.2", "fd00:1::2"],
+    )
+}
+
+#[test]
+fn a_route_per_other_node_per_family_and_the_policy() {
+    let d = run(&[
+        me(),
+        good_peer(),
+        node("v6only", &["fd00:244:2::/64"], &["fd00:1::3"]),
+    ]);
+    assert_eq!(d.own_cidrs, nets(&["10.244.0.0/24", "fd00:244::/64"]));
+    assert_eq!(d.own_error, None);
+    assert_eq!(
+        d.routes.into_iter().collect::<Vec<_>>(),
+        [
+            route("10.244.1.0/24", "192.168.0.2"),
+            route("fd00:244:1::/64", "fd00:1::2"),
+            route("fd00:244:2::/64", "fd00:1::3"),
+        ]
+    );
+    let v4 = d.policy.v4.unwrap();
+    assert_eq!(v4.pod_cidrs, nets(&["10.244.0.0/24"]));
+    assert_eq!(v4.no_masquerade, nets(&["10.244.0.0/24", "10.244.1.0/24"]));
+    let v6 = d.policy.v6.unwrap();
+    assert_eq!(
+        v6.no_masquerade,
+        nets(&["fd00:244::/64", "fd00:244:1::/64", "fd00:244:2::/64"])
+    );
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+}
+
+#[test]
+fn no_masquerade_flags_and_cluster_cidr_join_the_set() {
+    let opts = Options {
+        cluster_cidrs: nets(&["10.244.0.0/16"]),
+        no_masquerade: nets(&["10.96.0.0/12", "fd00:96::/108"]),
+    };
+    let d = run_with(&[me(), good_peer()], &opts);
+    assert_eq!(
+        d.policy.v4.unwrap().no_masquerade,
+        nets(&[
+            "10.96.0.0/12",
+            "10.244.0.0/16",
+            "10.244.0.0/24",
+            "10.244.1.0/24"
+        ])
+    );
+    assert!(
+        d.policy
+            .v6
+            .unwrap()
+            .no_masquerade
+            .contains(&"fd00:96::/108".parse().unwrap())
+    );
+}
+
+#[test]
+fn a_node_without_a_range_yet_is_quietly_left_out() {
+    let d = run(&[me(), node("new", &[], &["192.168.0.9"])]);
+    assert!(d.routes.is_empty() && d.warnings.is_empty());
+}
+
+#[test]
+fn this_node_missing_or_without_ranges() {
+    let d = run(&[good_peer()]);
+    assert!(
+        d.own_error
+            .unwrap()
+            .contains("not in the API server's node list")
+    );
+    // The peers are still routed; no policy without ranges of our own.
+    assert_eq!(d.routes.len(), 2);
+    assert_eq!(d.policy, NodePolicy::default());
+    let d = run(&[node(ME, &["10.244.0.0/0"], &[]), good_peer()]);
+    assert!(d.own_error.unwrap().contains("default route"));
+}
+
+/// Each bad-data case: the bad node gets no route and a warning naming it and the field;
+/// the good peer is still served.
+fn refused(bad: NodeInfo, want: &[&str]) {
+    let name = bad.name.clone();
+    let d = run(&[me(), good_peer(), bad]);
+    assert!(
+        d.routes.contains(&route("10.244.1.0/24", "192.168.0.2")),
+        "{name}: the good peer lost its route: {:?}",
+        d.routes
+    );
+    assert_eq!(d.routes.len(), 2, "{name}: {:?}", d.routes);
+    let w = d
+        .warnings
+        .iter()
+        .find(|w| w.starts_with(&format!("node {name}:")))
+        .unwrap_or_else(|| panic!("{name}: no warning in {:?}", d.warnings));
+    for part in want {
+        assert!(w.contains(part), "{name}: {part:?} not in {w:?}");
+    }
+    // Its ranges are not trusted as pod ranges either.
+    let v4 = d.policy.v4.unwrap();
+    assert_eq!(
+        v4.no_masquerade,
+        nets(&["10.244.0.0/24", "10.244.1.0/24"]),
+        "{name}"
+    );
+}
+
+#[test]
+fn an_unparsable_pod_cidr() {
+    refused(
+        node("bad", &["10.244.9.0"], &["192.168.0.9"]),
+        &["spec.podCIDRs", "not a CIDR"],
+    );
+    refused(
+        node("bad", &["bogus/24"], &["192.168.0.9"]),
+        &["spec.podCIDRs", "bogus"],
+    );
+    refused(
+        node("bad", &["10.244.9.5/24"], &["192.168.0.9"]),
+        &["host bits"],
+    );
+}
+
+#[test]
+fn a_default_route_pod_cidr_never_becomes_a_route() {
+    refused(
+        node("bad", &["0.0.0.0/0"], &["192.168.0.9"]),
+        &["0.0.0.0/0", "default route"],
+    );
+    refused(
+        node("bad", &["::/0"], &["fd00:1::9"]),
+        &["::/0", "default route"],
+    );
+}
+
+#[test]
+fn overlapping_ours() {
+    refused(
+        node("bad", &["10.244.0.0/16"], &["192.168.0.9"]),
+        &["overlaps this node's pod range"],
+    );
+    refused(
+        node("bad", &["10.244.0.128/25"], &["192.168.0.9"]),
+        &["overlaps this node's"],
+    );
+    // A range holding this node's and a good peer's: only the bad one is refused.
+    refused(
+        node("bad", &["10.0.0.0/8"], &["192.168.0.9"]),
+        &["10.0.0.0/8 overlaps this node's"],
+    );
+}
+
+#[test]
+fn overlapping_another_nodes_skips_both() {
+    let d = run(&[
+        me(),
+        node("a", &["10.244.5.0/24"], &["192.168.0.5"]),
+        node("b", &["10.244.5.0/24"], &["192.168.0.6"]),
+        good_peer(),
+    ]);
+    assert_eq!(d.routes.len(), 2, "{:?}", d.routes);
+    for name in ["a", "b"] {
+        assert!(
+            d.warnings.iter().any(|w| w.starts_with(&format!(
+                "node {name}: spec.podCIDRs 10.244.5.0/24 overlaps"
+            ))),
+            "{name}: {:?}",
+            d.warnings
+        );
+    }
+}
+
+#[test]
+fn an_internal_ip_inside_a_peers_range_refuses_the_ip_not_the_range() {
+    // Ranges are assigned by the controller; addresses are reported by each kubelet.
+    refused(
+        node("bad", &["10.244.7.0/24"], &["10.244.1.9"]),
+        &["10.244.1.9 is a pod address"],
+    );
+    refused(
+        node("bad", &["10.244.7.0/24"], &["10.244.7.9"]),
+        &["contains a node address"],
+    );
+}
+
+#[test]
+fn containing_a_node_address() {
+    // The peer's InternalIP lies inside.
+    refused(
+        node("bad", &["192.168.0.0/30"], &["192.168.0.9"]),
+        &["contains a node address"],
+    );
+    // One of this node's addresses (also its own networks: 192.168.0.0/24 is connected).
+    refused(
+        node("bad", &["192.168.0.0/16"], &["192.168.0.9"]),
+        &["contains a node address"],
+    );
+}
+
+#[test]
+fn inside_a_network_connected_to_this_node() {
+    refused(
+        node("bad", &["192.168.0.128/26"], &["192.168.0.9"]),
+        &["connected to this node"],
+    );
+}
+
+#[test]
+fn outside_the_cluster_cidr() {
+    let opts = Options {
+        cluster_cidrs: nets(&["10.244.0.0/16"]),
+        no_masquerade: vec![],
+    };
+    let d = run_with(
+        &[
+            me(),
+            good_peer(),
+            node("bad", &["10.99.0.0/24"], &["192.168.0.9"]),
+        ],
+        &opts,
+    );
+    assert_eq!(d.routes.len(), 2);
+    assert!(
+        d.warnings
+            .iter()
+            .any(|w| w.starts_with("node bad: spec.podCIDRs 10.99.0.0/24 is outside"))
+    );
+    // No IPv6 cluster CIDR given: IPv6 ranges are not checked.
+    assert!(d.routes.contains(&route("fd00:244:1::/64", "fd00:1::2")));
+}
+
+#[test]
+fn an_internal_ip_that_is_ours_or_a_pod_address() {
+    refused(
+        node("bad", &["10.244.7.0/24"], &["192.168.0.1"]),
+        &["InternalIP 192.168.0.1", "address of this node"],
+    );
+    refused(
+        node("bad", &["10.244.7.0/24"], &["10.244.1.7"]),
+        &["InternalIP 10.244.1.7", "pod address"],
+    );
+    refused(
+        node("bad", &["10.244.7.0/24"], &["not-an-ip"]),
+        &["status.addresses", "not an IP"],
+    );
+}
+
+#[test]
+fn no_internal_ip_of_a_family_skips_that_family_only() {
+    let d = run(&[
+        me(),
+        node(
+            "v4ip",
+            &["10.244.3.0/24", "fd00:244:3::/64"],
+            &["192.168.0.3"],
+        ),
+    ]);
+    assert_eq!(
+        d.routes.into_iter().collect::<Vec<_>>(),
+        [route("10.244.3.0/24", "192.168.0.3")]
+    );
+    assert_eq!(d.warnings.len(), 1);
+    assert!(
+        d.warnings[0].contains("node v4ip: no IPv6 InternalIP"),
+        "{:?}",
+        d.warnings
+    );
+}
+
+#[test]
+fn a_peer_not_on_link_gets_no_route_and_one_warning() {
+    let d = run(&[me(), node("far", &["10.244.4.0/24"], &["172.16.0.4"])]);
+    assert!(d.routes.is_empty());
+    assert_eq!(d.warnings.len(), 1);
+    assert!(d.warnings[0].contains("node far: InternalIP 172.16.0.4 is not directly reachable"));
+    // Its range is still a pod range: never masqueraded.
+    assert!(
+        d.policy
+            .v4
+            .unwrap()
+            .no_masquerade
+            .contains(&"10.244.4.0/24".parse().unwrap())
+    );
+}
+
+#[test]
+fn thousands_of_nodes() {
+    let mut nodes = vec![me()];
+    for i in 1..5000u32 {
+        let (a, b) = (i / 256, i % 256);
+        nodes.push(node(
+            &format!("n{i}"),
+            &[
+                &format!("10.{}.{b}.0/24", 100 + a),
+                &format!("fd01:{i:x}::/64"),
+            ],
+            &[&format!("192.168.{a}.{b}"), &format!("fd00:1::{i:x}")],
+        ));
+    }
+    let addrs: Vec<IpAddr> = vec!["192.168.255.254".parse().unwrap()];
+    let mut on_link = |ip: IpAddr| {
+        ip.to_string().starts_with("192.168.") || ip.to_string().starts_with("fd00:1::")
+    };
+    let d = desired(
+        ME,
+        &nodes,
+        Local {
+            addrs: &addrs,
+            on_link: &mut on_link,
+        },
+        &Options::default(),
+    );
+    assert!(
+        d.warnings.is_empty(),
+        "{:?}",
+        &d.warnings[..3.min(d.warnings.len())]
+    );
+    assert_eq!(d.routes.len(), 2 * 4999);
+}

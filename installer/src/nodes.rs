@@ -1,0 +1,266 @@
+//! What the agent keeps of a Node: its name, its pod ranges and its InternalIPs, as the
+//! API server sent them (validated later, in `desired`). Everything else in the object is
+//! skipped while it is decoded, so a cache of thousands of Nodes stays a few hundred bytes
+//! per Node whatever the objects carry.
+
+use serde::Deserialize;
+
+/// Fields kept per Node are cut at these sizes (a longer value cannot be valid anyway and
+/// is reported by `desired` as what it is: too many, or not an address).
+const MAX_VALUES: usize = 4;
+const MAX_VALUE_LEN: usize = 64;
+
+/// One Node as the agent sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeInfo {
+    pub name: String,
+    /// `spec.podCIDRs`, or `[spec.podCIDR]` when only that is set (a cluster from before
+    /// dual-stack); the raw strings.
+    pub pod_cidrs: Vec<String>,
+    /// Which of the two fields `pod_cidrs` came from (for warnings).
+    pub pod_cidrs_field: &'static str,
+    /// `status.addresses` of type InternalIP, in API order; raw strings.
+    pub internal_ips: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct Meta {
+    pub name: String,
+    #[serde(rename = "resourceVersion")]
+    pub resource_version: String,
+    #[serde(rename = "continue")]
+    pub continue_token: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Spec {
+    #[serde(rename = "podCIDR")]
+    pod_cidr: String,
+    #[serde(rename = "podCIDRs")]
+    pod_cidrs: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Address {
+    #[serde(rename = "type")]
+    kind: String,
+    address: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Status {
+    addresses: Vec<Address>,
+}
+
+/// A Node object as decoded: only the fields above.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct RawNode {
+    pub metadata: Meta,
+    spec: Spec,
+    status: Status,
+}
+
+impl RawNode {
+    pub fn info(self) -> NodeInfo {
+        let (field, cidrs) = if self.spec.pod_cidrs.iter().any(|c| !c.is_empty()) {
+            ("spec.podCIDRs", self.spec.pod_cidrs)
+        } else {
+            ("spec.podCIDR", vec![self.spec.pod_cidr])
+        };
+        NodeInfo {
+            name: self.metadata.name,
+            pod_cidrs: bounded(cidrs.into_iter().filter(|c| !c.is_empty())),
+            pod_cidrs_field: field,
+            internal_ips: bounded(
+                self.status
+                    .addresses
+                    .into_iter()
+                    .filter(|a| a.kind == "InternalIP")
+                    .map(|a| a.address),
+            ),
+        }
+    }
+}
+
+fn bounded(values: impl Iterator<Item = String>) -> Vec<String> {
+    values
+        .take(MAX_VALUES)
+        .map(|mut v| {
+            if v.len() > MAX_VALUE_LEN {
+                v = format!("{}...", v.chars().take(MAX_VALUE_LEN).collect::<String>());
+            }
+            v
+        })
+        .collect()
+}
+
+/// One page of `GET /api/v1/nodes?limit=N`.
+#[derive(Deserialize)]
+pub(crate) struct NodeList {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default)]
+    pub items: Vec<RawNode>,
+}
+
+/// The `object` of an ERROR watch event: a Status.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct StatusObject {
+    pub code: u16,
+    pub message: String,
+}
+
+/// One line of a watch stream.
+#[derive(Debug, PartialEq)]
+pub enum WatchEvent {
+    /// ADDED or MODIFIED: the Node as it now is.
+    Applied(NodeInfo, String),
+    Deleted(NodeInfo, String),
+    /// Only a newer resourceVersion to resume from.
+    Bookmark(String),
+    /// ERROR: a Status (410: the resourceVersion is too old, re-list).
+    Error {
+        code: u16,
+        message: String,
+    },
+}
+
+/// Decodes one watch event; unknown types and broken objects are errors. Two passes over
+/// the line (the type, then the object as what the type says), so no generic JSON tree of
+/// the object is ever built.
+pub fn decode_event(line: &[u8]) -> Result<WatchEvent, String> {
+    #[derive(Deserialize)]
+    struct Kind {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(rename = "object")]
+        _object: serde::de::IgnoredAny,
+    }
+    #[derive(Deserialize)]
+    struct Object<T> {
+        object: T,
+    }
+    let kind = serde_json::from_slice::<Kind>(line)
+        .map_err(|e| format!("watch event: {e}"))?
+        .kind;
+    let node = || {
+        serde_json::from_slice::<Object<RawNode>>(line)
+            .map(|o| o.object)
+            .map_err(|e| format!("watch event {kind}: {e}"))
+    };
+    let named = || {
+        let n = node()?;
+        if n.metadata.name.is_empty() {
+            return Err(format!("watch event {kind}: a Node without metadata.name"));
+        }
+        Ok(n)
+    };
+    match kind.as_str() {
+        "ADDED" | "MODIFIED" => {
+            let n = named()?;
+            let rv = n.metadata.resource_version.clone();
+            Ok(WatchEvent::Applied(n.info(), rv))
+        }
+        "DELETED" => {
+            let n = named()?;
+            let rv = n.metadata.resource_version.clone();
+            Ok(WatchEvent::Deleted(n.info(), rv))
+        }
+        "BOOKMARK" => Ok(WatchEvent::Bookmark(node()?.metadata.resource_version)),
+        "ERROR" => {
+            let s = serde_json::from_slice::<Object<StatusObject>>(line)
+                .map_err(|e| format!("watch ERROR event: {e}"))?
+                .object;
+            Ok(WatchEvent::Error {
+                code: s.code,
+                message: s.message,
+            })
+        }
+        other => Err(format!("watch event of unknown type {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_name_ranges_and_internal_ips_only() {
+        let line = br#"{"type":"ADDED","object":{"kind":"Node","metadata":{"name":"n1",
+            "resourceVersion":"7","labels":{"a":"b"}},"spec":{"podCIDR":"10.0.1.0/24",
+            "podCIDRs":["10.0.1.0/24","fd00:1::/64"]},"status":{"addresses":[
+            {"type":"Hostname","address":"n1"},{"type":"InternalIP","address":"192.168.0.2"},
+            {"type":"ExternalIP","address":"203.0.113.9"},{"type":"InternalIP","address":"fd0::2"}],
+            "images":[{"names":["x"],"sizeBytes":1}]}}}"#;
+        let WatchEvent::Applied(info, rv) = decode_event(line).unwrap() else {
+            panic!("not applied")
+        };
+        assert_eq!(rv, "7");
+        assert_eq!(
+            info,
+            NodeInfo {
+                name: "n1".into(),
+                pod_cidrs: vec!["10.0.1.0/24".into(), "fd00:1::/64".into()],
+                pod_cidrs_field: "spec.podCIDRs",
+                internal_ips: vec!["192.168.0.2".into(), "fd0::2".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn legacy_pod_cidr_and_no_range() {
+        let n: RawNode = serde_json::from_str(r#"{"spec":{"podCIDR":"10.0.2.0/24"}}"#).unwrap();
+        let info = n.info();
+        assert_eq!(info.pod_cidrs, ["10.0.2.0/24"]);
+        assert_eq!(info.pod_cidrs_field, "spec.podCIDR");
+        let n: RawNode = serde_json::from_str(r#"{"spec":{}}"#).unwrap();
+        assert!(n.info().pod_cidrs.is_empty());
+    }
+
+    #[test]
+    fn huge_fields_are_cut() {
+        let many: Vec<String> = (0..1000).map(|i| format!("10.{i}.0.0/16")).collect();
+        let long = "1".repeat(10_000);
+        let body = serde_json::json!({
+            "metadata": {"name": "n"},
+            "spec": {"podCIDRs": many},
+            "status": {"addresses": [{"type": "InternalIP", "address": long}]}
+        });
+        let info = serde_json::from_value::<RawNode>(body).unwrap().info();
+        assert_eq!(info.pod_cidrs.len(), MAX_VALUES);
+        assert!(info.internal_ips[0].len() <= MAX_VALUE_LEN + 3);
+    }
+
+    #[test]
+    fn bookmark_error_and_garbage() {
+        assert_eq!(
+            decode_event(br#"{"type":"BOOKMARK","object":{"kind":"Node","metadata":{"resourceVersion":"99"}}}"#),
+            Ok(WatchEvent::Bookmark("99".into()))
+        );
+        assert_eq!(
+            decode_event(br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version"}}"#),
+            Ok(WatchEvent::Error {
+                code: 410,
+                message: "too old resource version".into()
+            })
+        );
+        for bad in [
+            &b"{"[..],
+            b"[]",
+            br#"{"type":"WHAT","object":{}}"#,
+            br#"{"type":"ADDED","object":[]}"#,
+        ] {
+            assert!(
+                decode_event(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}

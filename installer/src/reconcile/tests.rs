@@ -1,0 +1,209 @@
+//! Reconcile on the fake kernel: only the difference is applied, one operation per
+//! changed route, none for unchanged ones.
+
+use super::*;
+use hostnet::node::FamilyPolicy;
+use hostnet::node::fake::FakeNodeNet;
+
+fn route(dst: &str, gw: &str) -> PodRoute {
+    PodRoute {
+        dst: dst.parse().unwrap(),
+        gateway: gw.parse().unwrap(),
+    }
+}
+
+fn set(routes: &[PodRoute]) -> BTreeSet<PodRoute> {
+    routes.iter().cloned().collect()
+}
+
+fn policy() -> NodePolicy {
+    NodePolicy {
+        v4: Some(FamilyPolicy {
+            pod_cidrs: vec!["10.244.0.0/24".parse().unwrap()],
+            no_masquerade: vec!["10.244.0.0/16".parse().unwrap()],
+        }),
+        v6: None,
+    }
+}
+
+fn fake() -> FakeNodeNet {
+    FakeNodeNet::new(vec!["192.168.0.0/24".parse().unwrap()], vec![])
+}
+
+/// The fake's change log since the last call.
+fn ops(net: &FakeNodeNet) -> Vec<String> {
+    net.with(|s| std::mem::take(&mut s.log))
+}
+
+#[test]
+fn first_reconcile_adds_everything_and_a_second_changes_nothing() {
+    let net = fake();
+    let mut fwd = Forwarding::default();
+    let want = set(&[
+        route("10.244.1.0/24", "192.168.0.2"),
+        route("10.244.2.0/24", "192.168.0.3"),
+    ]);
+    let out = reconcile(&net, &want, &policy(), &mut fwd);
+    assert_eq!((out.added, out.routes, out.firewall_applied), (2, 2, true));
+    assert!(out.errors.is_empty() && out.routes_ok());
+    assert_eq!(
+        ops(&net),
+        [
+            "add 10.244.1.0/24 via 192.168.0.2",
+            "add 10.244.2.0/24 via 192.168.0.3",
+            "firewall"
+        ]
+    );
+    assert_eq!(net.with(|s| s.forwarding), (true, false));
+    let out = reconcile(&net, &want, &policy(), &mut fwd);
+    assert_eq!(
+        (out.added, out.replaced, out.deleted, out.firewall_applied),
+        (0, 0, 0, false)
+    );
+    assert!(ops(&net).is_empty(), "an unchanged state costs no change");
+}
+
+#[test]
+fn node_added_deleted_changed_cidr_and_changed_ip_cost_one_operation_each() {
+    let net = fake();
+    let mut fwd = Forwarding::default();
+    let mut want = set(&[
+        route("10.244.1.0/24", "192.168.0.2"),
+        route("10.244.2.0/24", "192.168.0.3"),
+    ]);
+    reconcile(&net, &want, &policy(), &mut fwd);
+    ops(&net);
+
+    want.insert(route("10.244.3.0/24", "192.168.0.4"));
+    reconcile(&net, &want, &policy(), &mut fwd);
+    assert_eq!(ops(&net), ["add 10.244.3.0/24 via 192.168.0.4"]);
+
+    want.remove(&route("10.244.2.0/24", "192.168.0.3"));
+    reconcile(&net, &want, &policy(), &mut fwd);
+    assert_eq!(ops(&net), ["del 10.244.2.0/24 via 192.168.0.3"]);
+
+    // A changed InternalIP: the route is replaced in one message.
+    want.remove(&route("10.244.3.0/24", "192.168.0.4"));
+    want.insert(route("10.244.3.0/24", "192.168.0.14"));
+    reconcile(&net, &want, &policy(), &mut fwd);
+    assert_eq!(ops(&net), ["replace 10.244.3.0/24 via 192.168.0.14"]);
+
+    // A changed podCIDR: the old destination goes, the new one comes.
+    want.remove(&route("10.244.1.0/24", "192.168.0.2"));
+    want.insert(route("10.244.9.0/24", "192.168.0.2"));
+    reconcile(&net, &want, &policy(), &mut fwd);
+    assert_eq!(
+        ops(&net),
+        [
+            "del 10.244.1.0/24 via 192.168.0.2",
+            "add 10.244.9.0/24 via 192.168.0.2"
+        ]
+    );
+    assert_eq!(net.with(|s| s.ours.clone()), want);
+}
+
+#[test]
+fn a_restart_with_stale_routes_removes_what_changed_while_the_agent_was_down() {
+    let net = fake();
+    net.with(|s| {
+        s.ours = set(&[
+            route("10.244.1.0/24", "192.168.0.2"),  // still wanted
+            route("10.244.2.0/24", "192.168.0.3"),  // node deleted while down
+            route("10.244.3.0/24", "192.168.0.40"), // its IP changed while down
+        ]);
+        s.firewall = Some(policy());
+    });
+    let want = set(&[
+        route("10.244.1.0/24", "192.168.0.2"),
+        route("10.244.3.0/24", "192.168.0.4"),
+    ]);
+    let out = reconcile(&net, &want, &policy(), &mut Forwarding::default());
+    assert_eq!(
+        ops(&net),
+        [
+            "del 10.244.2.0/24 via 192.168.0.3",
+            "replace 10.244.3.0/24 via 192.168.0.4"
+        ]
+    );
+    assert_eq!(out.routes, 2);
+    assert!(
+        !out.firewall_applied,
+        "a matching firewall is not rewritten"
+    );
+}
+
+#[test]
+fn a_foreign_route_is_left_alone_and_only_warned_about() {
+    let net = fake();
+    net.with(|s| {
+        s.foreign.insert("10.244.1.0/24".parse().unwrap());
+        s.foreign.insert("10.0.0.0/8".parse().unwrap());
+    });
+    let want = set(&[
+        route("10.244.1.0/24", "192.168.0.2"),
+        route("10.244.2.0/24", "192.168.0.3"),
+    ]);
+    let out = reconcile(&net, &want, &policy(), &mut Forwarding::default());
+    assert_eq!(out.foreign, ["10.244.1.0/24".parse::<IpNetwork>().unwrap()]);
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    assert!(out.warnings[0].contains("not ours"), "{:?}", out.warnings);
+    assert!(
+        !out.routes_ok(),
+        "not ready while a wanted route is held by someone else"
+    );
+    assert_eq!(net.with(|s| s.foreign.len()), 2);
+    assert_eq!(out.added, 1);
+}
+
+#[test]
+fn one_failed_route_does_not_stop_the_others() {
+    let net = fake();
+    net.with(|s| {
+        s.ours = set(&[route("10.244.5.0/24", "192.168.0.5")]);
+        s.fail.insert("del_route");
+    });
+    let want = set(&[route("10.244.1.0/24", "192.168.0.2")]);
+    let out = reconcile(&net, &want, &policy(), &mut Forwarding::default());
+    assert_eq!(out.added, 1);
+    assert_eq!(out.errors.len(), 1);
+    assert!(
+        out.errors[0].starts_with("route 10.244.5.0/24"),
+        "{:?}",
+        out.errors
+    );
+    assert!(out.firewall_ok && !out.routes_ok());
+
+    // Adds failing: the firewall and forwarding still go on.
+    let net = fake();
+    net.with(|s| s.fail.insert("add_route"));
+    let mut fwd = Forwarding::default();
+    let out = reconcile(&net, &want, &policy(), &mut fwd);
+    assert_eq!(out.errors.len(), 1);
+    assert!(out.firewall_applied && fwd.v4);
+}
+
+#[test]
+fn a_failing_firewall_or_forwarding_is_reported_and_retried() {
+    let net = fake();
+    net.with(|s| {
+        s.fail.insert("apply_firewall");
+        s.fail.insert("enable_forwarding");
+    });
+    let mut fwd = Forwarding::default();
+    let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    assert_eq!(out.errors.len(), 2, "{:?}", out.errors);
+    assert!(!out.firewall_ok && !fwd.v4);
+    net.with(|s| s.fail.clear());
+    let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    assert!(out.errors.is_empty() && out.firewall_applied && fwd.v4);
+}
+
+#[test]
+fn a_firewall_changed_by_someone_else_is_put_back() {
+    let net = fake();
+    let mut fwd = Forwarding::default();
+    reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    net.with(|s| s.firewall = None);
+    let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    assert!(out.firewall_applied);
+}

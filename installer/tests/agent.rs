@@ -1,0 +1,392 @@
+//! The node agent end to end, in-process and root-free: the real API client, watch and
+//! reconcile loop against the stub API server, the kernel being hostnet's FakeNodeNet.
+//! Proves: routes follow Node adds, deletes and changes with one operation per changed
+//! route; a restart removes what changed while the agent was down and leaves foreign
+//! routes alone; an expired watch (410), a dropped connection, garbage and a huge event
+//! all end in a re-list and a correct state; --uninstall removes our routes and table and
+//! nothing else; leases of an earlier boot are freed at start, a live one survives.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::fs::{File, FileTimes};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use clap::Parser;
+use cni_install::config::Args;
+use cni_install::health::Metrics;
+use cni_install::watcher::Shared;
+use cni_install::{agent, run};
+use hostnet::node::fake::FakeNodeNet;
+use hostnet::node::{NodeNet, PodRoute};
+use support::{NODE, Node, eventually};
+
+fn route(dst: &str, gw: &str) -> PodRoute {
+    PodRoute {
+        dst: dst.parse().unwrap(),
+        gateway: gw.parse().unwrap(),
+    }
+}
+
+fn routes(list: &[(&str, &str)]) -> BTreeSet<PodRoute> {
+    list.iter().map(|(d, g)| route(d, g)).collect()
+}
+
+/// This node (node-1, InternalIP 172.18.0.2 in the stub) on 172.18.0.0/24 and fd00:18::/64.
+fn fake() -> FakeNodeNet {
+    FakeNodeNet::new(
+        vec![
+            "172.18.0.0/24".parse().unwrap(),
+            "fd00:18::/64".parse().unwrap(),
+        ],
+        vec!["172.18.0.2".parse().unwrap(), "fd00:18::2".parse().unwrap()],
+    )
+}
+
+fn args(node: &Node) -> Args {
+    let d = |p: &str| node.dir.join(p).display().to_string();
+    Args::try_parse_from([
+        "cni-install".to_string(),
+        format!("--source-dir={}", d("src")),
+        format!("--bin-dir={}", d("bin")),
+        format!("--conf-dir={}", d("net.d")),
+        format!("--node-name={NODE}"),
+        format!("--api-server={}", node.api.url()),
+        format!("--token-file={}", d("sa/token")),
+        format!("--ca-file={}", d("sa/ca.crt")),
+        format!("--ipam-data-dir={}", d("leases")),
+        "--mtu=1400".into(),
+        "--interval=1".into(),
+        "--health-listen=127.0.0.1:0".into(),
+    ])
+    .unwrap()
+}
+
+/// Stops the agent when the test ends, also when it fails.
+struct StopOnDrop(Arc<Shared>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.request_stop(0);
+    }
+}
+
+/// Runs the agent for `node` on `net` while `test` runs.
+fn with_agent(node: &Node, net: &FakeNodeNet, test: impl FnOnce(&Metrics)) {
+    let args = args(node);
+    let installer = run::Installer::new(&args).unwrap();
+    let client = run::client(&args).unwrap();
+    let shared = Arc::new(Shared::default());
+    let metrics = Arc::new(Metrics::default());
+    std::thread::scope(|s| {
+        let agent = {
+            let (shared, metrics) = (shared.clone(), metrics.clone());
+            let (args, installer) = (&args, &installer);
+            s.spawn(move || {
+                agent::run(
+                    args,
+                    installer,
+                    client,
+                    Some(net as &dyn NodeNet),
+                    shared,
+                    metrics,
+                )
+            })
+        };
+        let stop = StopOnDrop(shared.clone());
+        test(&metrics);
+        drop(stop);
+        agent.join().unwrap().unwrap();
+    });
+}
+
+fn ours(net: &FakeNodeNet) -> BTreeSet<PodRoute> {
+    net.with(|s| s.ours.clone())
+}
+
+/// The fake's change log since the last call.
+fn ops(net: &FakeNodeNet) -> Vec<String> {
+    net.with(|s| std::mem::take(&mut s.log))
+}
+
+/// Waits for the changes `want` (in any order), then checks that nothing more came,
+/// across a periodic re-check.
+fn expect_ops(net: &FakeNodeNet, metrics: &Metrics, want: &[&str]) {
+    let mut seen = Vec::new();
+    eventually(&format!("{want:?}"), || {
+        seen.extend(ops(net));
+        seen.len() >= want.len()
+    });
+    let passes = metrics.reconciles.load(Ordering::Relaxed);
+    eventually("a later reconcile", || {
+        metrics.reconciles.load(Ordering::Relaxed) > passes
+    });
+    seen.extend(ops(net));
+    let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    seen.sort();
+    assert_eq!(seen, want);
+}
+
+#[test]
+fn routes_follow_the_nodes_with_one_operation_per_changed_route() {
+    let node = Node::new(&["10.244.0.0/24"]);
+    node.api.put_node(
+        "node-2",
+        &["10.244.2.0/24", "fd00:244:2::/64"],
+        &["172.18.0.3", "fd00:18::3"],
+    );
+    node.api
+        .put_node("node-3", &["10.244.3.0/24"], &["172.18.0.4"]);
+    let net = fake();
+    with_agent(&node, &net, |metrics| {
+        eventually("ready", || metrics.ready());
+        assert_eq!(
+            ours(&net),
+            routes(&[
+                ("10.244.2.0/24", "172.18.0.3"),
+                ("fd00:244:2::/64", "fd00:18::3"),
+                ("10.244.3.0/24", "172.18.0.4"),
+            ])
+        );
+        let policy = net.with(|s| s.firewall.clone()).unwrap();
+        let v4 = policy.v4.unwrap();
+        assert_eq!(v4.pod_cidrs, ["10.244.0.0/24".parse().unwrap()]);
+        assert_eq!(v4.no_masquerade.len(), 3);
+        assert!(policy.v6.is_none(), "this node has no IPv6 range");
+        assert_eq!(net.with(|s| s.forwarding), (true, false));
+        assert_eq!(node.conflist()["plugins"][0]["ipMasq"], false);
+        assert_eq!(metrics.routes.load(Ordering::Relaxed), 3);
+        ops(&net);
+
+        // Added: one route; the firewall's set of pod ranges grows.
+        node.api
+            .put_node("node-4", &["10.244.4.0/24"], &["172.18.0.5"]);
+        expect_ops(
+            &net,
+            metrics,
+            &["add 10.244.4.0/24 via 172.18.0.5", "firewall"],
+        );
+        // Deleted: one route.
+        node.api.delete_node("node-3");
+        expect_ops(
+            &net,
+            metrics,
+            &["del 10.244.3.0/24 via 172.18.0.4", "firewall"],
+        );
+        // A changed InternalIP: one replace, the firewall untouched.
+        node.api.put_node(
+            "node-2",
+            &["10.244.2.0/24", "fd00:244:2::/64"],
+            &["172.18.0.13", "fd00:18::3"],
+        );
+        expect_ops(&net, metrics, &["replace 10.244.2.0/24 via 172.18.0.13"]);
+        // A changed podCIDR moves the route.
+        node.api
+            .put_node("node-4", &["10.244.14.0/24"], &["172.18.0.5"]);
+        expect_ops(
+            &net,
+            metrics,
+            &[
+                "del 10.244.4.0/24 via 172.18.0.5",
+                "add 10.244.14.0/24 via 172.18.0.5",
+                "firewall",
+            ],
+        );
+        // An unchanged Node (a status heartbeat) costs nothing.
+        node.api
+            .put_node("node-4", &["10.244.14.0/24"], &["172.18.0.5"]);
+        expect_ops(&net, metrics, &[]);
+        // A hostile Node changes nothing: a default route, another node's address.
+        node.api.put_node("evil", &["0.0.0.0/0"], &["172.18.0.66"]);
+        node.api
+            .put_node("evil2", &["10.244.20.0/24"], &["172.18.0.2"]);
+        expect_ops(&net, metrics, &[]);
+        assert!(metrics.ready());
+    });
+}
+
+#[test]
+fn a_restart_removes_what_changed_while_down_and_leaves_foreign_routes_alone() {
+    let node = Node::new(&["10.244.0.0/24"]);
+    node.api
+        .put_node("node-2", &["10.244.2.0/24"], &["172.18.0.3"]);
+    node.api
+        .put_node("node-7", &["10.244.7.0/24"], &["172.18.0.8"]);
+    let net = fake();
+    net.with(|s| {
+        s.ours = routes(&[
+            ("10.244.2.0/24", "172.18.0.3"),  // still right
+            ("10.244.9.0/24", "172.18.0.10"), // its node was deleted while the agent was down
+        ]);
+        s.foreign.insert("10.244.7.0/24".parse().unwrap());
+        s.foreign.insert("192.0.2.0/24".parse().unwrap());
+    });
+    with_agent(&node, &net, |metrics| {
+        eventually("the stale route gone", || {
+            ours(&net) == routes(&[("10.244.2.0/24", "172.18.0.3")])
+        });
+        eventually("a reconcile", || {
+            metrics.reconciles.load(Ordering::Relaxed) > 0
+        });
+        assert_eq!(net.with(|s| s.foreign.len()), 2, "foreign routes untouched");
+        // A wanted route held by someone else: not ready, and not fatal.
+        assert!(!metrics.routes_ok.load(Ordering::Relaxed));
+        assert!(metrics.conflist.load(Ordering::Relaxed));
+        assert!(metrics.firewall_ok.load(Ordering::Relaxed));
+        // Someone removes it: ours goes in at the next re-check.
+        net.with(|s| s.foreign.remove(&"10.244.7.0/24".parse().unwrap()));
+        eventually("ready", || metrics.ready());
+        assert!(ours(&net).contains(&route("10.244.7.0/24", "172.18.0.8")));
+    });
+}
+
+#[test]
+fn an_expired_watch_relists_and_sees_what_no_event_told() {
+    let node = Node::new(&["10.244.0.0/24"]);
+    node.api
+        .put_node("node-2", &["10.244.2.0/24"], &["172.18.0.3"]);
+    node.api
+        .put_node("node-3", &["10.244.3.0/24"], &["172.18.0.4"]);
+    let net = fake();
+    with_agent(&node, &net, |metrics| {
+        eventually("two routes", || ours(&net).len() == 2);
+        let lists = node.api.lists();
+        node.api.delete_node_quietly("node-3");
+        node.api.expire_watches();
+        eventually("the re-list's result", || {
+            ours(&net) == routes(&[("10.244.2.0/24", "172.18.0.3")])
+        });
+        assert!(node.api.lists() > lists);
+        eventually("ready again", || metrics.ready());
+    });
+}
+
+#[test]
+fn a_dropped_connection_reconnects() {
+    let node = Node::new(&["10.244.0.0/24"]);
+    let net = fake();
+    with_agent(&node, &net, |metrics| {
+        eventually("ready", || metrics.ready());
+        let watches = node.api.watches();
+        node.api.drop_watches();
+        eventually("a new watch", || node.api.watches() > watches);
+        node.api
+            .put_node("node-5", &["10.244.5.0/24"], &["172.18.0.6"]);
+        eventually("the new node's route", || {
+            ours(&net) == routes(&[("10.244.5.0/24", "172.18.0.6")])
+        });
+    });
+}
+
+#[test]
+fn garbage_and_huge_events_end_in_a_relist_not_a_bigger_buffer() {
+    let node = Node::new(&["10.244.0.0/24"]);
+    let net = fake();
+    with_agent(&node, &net, |metrics| {
+        eventually("ready", || metrics.ready());
+        let lists = node.api.lists();
+        node.api.send_raw("{not json".into());
+        eventually("a re-list after garbage", || node.api.lists() > lists);
+        let lists = node.api.lists();
+        // One event of 8 MiB (a Node with a huge annotation), twice the cap.
+        let huge = format!(
+            r#"{{"type":"ADDED","object":{{"metadata":{{"name":"big","annotations":{{"a":"{}"}}}}}}}}"#,
+            "x".repeat(8 << 20)
+        );
+        node.api.send_raw(huge);
+        eventually("a re-list after the huge event", || {
+            node.api.lists() > lists
+        });
+        assert!(metrics.api_errors.load(Ordering::Relaxed) >= 2);
+        node.api
+            .put_node("node-6", &["10.244.6.0/24"], &["172.18.0.7"]);
+        eventually("served again", || ours(&net).len() == 1);
+        assert!(
+            !ours(&net)
+                .iter()
+                .any(|r| r.dst.to_string().starts_with("0."))
+        );
+    });
+}
+
+fn set_mtime(path: &std::path::Path, t: SystemTime) {
+    let f = File::options().write(true).open(path).unwrap();
+    f.set_times(FileTimes::new().set_modified(t)).unwrap();
+}
+
+#[test]
+fn leases_of_an_earlier_boot_are_freed_at_start_and_a_live_one_survives() {
+    let node = Node::new(&["10.244.0.0/24"]);
+    let store = node.dir.join("leases/cni-rs");
+    std::fs::create_dir_all(&store).unwrap();
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let btime: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())
+        .unwrap();
+    let boot = SystemTime::UNIX_EPOCH + Duration::from_secs(btime);
+    // A simulated reboot: leases written before this boot, one pod started since.
+    for (name, t) in [
+        ("10.244.0.5", boot - Duration::from_secs(86400)),
+        ("10.244.0.6", boot - Duration::from_secs(60)),
+        ("10.244.0.7", SystemTime::now()),
+        ("last_reserved_ip.0", boot - Duration::from_secs(60)),
+    ] {
+        std::fs::write(store.join(name), "ctr\r\neth0").unwrap();
+        set_mtime(&store.join(name), t);
+    }
+    let net = fake();
+    with_agent(&node, &net, |metrics| {
+        eventually("ready", || metrics.ready());
+        let mut left: Vec<String> = std::fs::read_dir(&store)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["10.244.0.7", "last_reserved_ip.0", "lock"]);
+    });
+}
+
+#[test]
+fn uninstall_removes_our_files_routes_and_table_and_nothing_else() {
+    let node = Node::new(&["10.244.3.0/24"]);
+    node.once_ok();
+    std::fs::write(node.dir.join("bin/macvlan"), "other vendor").unwrap();
+    std::fs::write(node.dir.join("net.d/99-other.conflist"), "{}").unwrap();
+    // Someone put their own loopback over ours since: it is theirs now.
+    std::fs::write(node.dir.join("bin/loopback"), "their loopback").unwrap();
+    let net = fake();
+    net.with(|s| {
+        s.ours = routes(&[
+            ("10.244.2.0/24", "172.18.0.3"),
+            ("fd00:2::/64", "fd00:18::3"),
+        ]);
+        s.foreign.insert("10.244.9.0/24".parse().unwrap());
+        s.firewall = Some(Default::default());
+    });
+    let args = args(&node);
+    run::uninstall(&args, Ok(&net)).unwrap();
+    assert_eq!(node.names("bin"), ["loopback", "macvlan"]);
+    assert_eq!(node.names("net.d"), ["99-other.conflist"]);
+    assert!(ours(&net).is_empty());
+    assert!(net.with(|s| s.firewall.is_none()));
+    assert_eq!(net.with(|s| s.foreign.len()), 1);
+    // A second uninstall finds nothing to do and succeeds.
+    run::uninstall(&args, Ok(&net)).unwrap();
+    // The kernel unreachable: the files still go, the error is reported.
+    node.once_ok();
+    let err = run::uninstall(
+        &args,
+        Err(hostnet::node::NodeNetError {
+            op: "open".into(),
+            reason: "no netlink".into(),
+            errno: None,
+        }),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("no netlink"), "{err}");
+    assert_eq!(node.names("net.d"), ["99-other.conflist"]);
+}
