@@ -47,23 +47,27 @@ impl Segments {
         s.router.sh("ip", &["link", "add", "brA", "type", "bridge"]);
         s.router
             .sh("ip", &["addr", "add", "192.168.10.1/24", "dev", "brA"]);
+        s.router
+            .sh("ip", &["addr", "add", "fd10::1/64", "dev", "brA", "nodad"]);
         s.router.sh("ip", &["link", "set", "brA", "up"]);
-        for (node, port, addr) in [
-            (&s.a1, "a1", "192.168.10.11/24"),
-            (&s.a2, "a2", "192.168.10.12/24"),
+        for (node, port, addr, addr6) in [
+            (&s.a1, "a1", "192.168.10.11/24", "fd10::11/64"),
+            (&s.a2, "a2", "192.168.10.12/24", "fd10::12/64"),
         ] {
-            s.router.link(port, &[], node, "eth0", &[addr]);
+            s.router.link(port, &[], node, "eth0", &[addr, addr6]);
             s.router.sh("ip", &["link", "set", port, "master", "brA"]);
             node.default_via("192.168.10.1");
+            node.default_via("fd10::1");
         }
         s.router.link(
             "b1",
-            &["192.168.20.1/24"],
+            &["192.168.20.1/24", "fd20::1/64"],
             &s.b1,
             "eth0",
-            &["192.168.20.21/24"],
+            &["192.168.20.21/24", "fd20::21/64"],
         );
         s.b1.default_via("192.168.20.1");
+        s.b1.default_via("fd20::1");
         for ns in [&s.router, &s.a1, &s.a2, &s.b1] {
             ns.node().enable_forwarding(true, true).unwrap();
         }
@@ -128,6 +132,26 @@ fn shown(node: &Ns) -> String {
             .map(|l| format!("{l}\n")),
     );
     out
+}
+
+/// Pod A1 to pod B1 in both families: the receiver sees the sender's pod address, a
+/// full-size packet with DF passes and one byte more does not fit the device's `mtu`.
+fn pods_cross(s: &Segments, mtu: u32) {
+    for (listen, to, from) in [
+        ("10.244.3.2:5400", "10.244.3.2:5400", "10.244.1.2"),
+        ("[fd44:3::2]:5400", "[fd44:3::2]:5400", "fd44:1::2"),
+    ] {
+        let sock = s.pod_b1.udp_listener(listen);
+        s.pod_a1.send_udp(to);
+        assert_eq!(source_of(&sock), ip(from), "to {to}");
+    }
+    // Full-size packets with DF pass; one byte more does not fit the device.
+    assert!(ping(&s.pod_a1, "10.244.3.2", mtu - 28));
+    assert!(ping(&s.pod_a1, "fd44:3::2", mtu - 48));
+    assert!(
+        !ping(&s.pod_a1, "10.244.3.2", mtu - 27),
+        "larger than the overlay MTU"
+    );
 }
 
 #[test]
@@ -198,30 +222,42 @@ fn pods_on_two_segments_reach_each_other_through_the_overlay() {
         assert!(entries.contains(&want), "{want:?} in\n{entries}");
     }
 
-    // Both families, the receiver sees the sender's pod address.
-    for (listen, to, from) in [
-        ("10.244.3.2:5400", "10.244.3.2:5400", "10.244.1.2"),
-        ("[fd44:3::2]:5400", "[fd44:3::2]:5400", "fd44:1::2"),
-    ] {
-        let sock = s.pod_b1.udp_listener(listen);
-        s.pod_a1.send_udp(to);
-        assert_eq!(source_of(&sock), ip(from), "to {to}");
-    }
-    // Full-size packets with DF pass; one byte more does not fit the device.
-    assert!(ping(&s.pod_a1, "10.244.3.2", 1450 - 28));
-    assert!(ping(&s.pod_a1, "fd44:3::2", 1450 - 48));
-    assert!(
-        !ping(&s.pod_a1, "10.244.3.2", 1450 - 27),
-        "larger than the overlay MTU"
-    );
+    pods_cross(&s, 1450);
 
-    // Removing the peer removes its entries, and only its.
+    // Removing the peer removes its entries, and only its; a second removal is a no-op.
     a1.del_overlay_peer(&to_b1).unwrap();
     a1.del_overlay_peer(&to_b1).unwrap();
     assert_eq!(a1.overlay_peers().unwrap(), vec![]);
     assert_eq!(shown(&s.a1), "");
     assert!(!ping(&s.pod_a1, "10.244.3.2", 56));
     assert_eq!(a1.our_routes().unwrap(), vec![to_a2.clone()]);
+
+    // Someone deletes the FDB entry: the routes left are listed under the unspecified
+    // node address of their family (never wanted), so a diff deletes them.
+    a1.add_overlay_peer(&to_b1).unwrap();
+    let fdb = [
+        "fdb",
+        "del",
+        &mac,
+        "dev",
+        VXLAN_DEVICE,
+        "self",
+        "dst",
+        "192.168.20.21",
+    ];
+    s.a1.sh("bridge", &fdb);
+    let strays = a1.overlay_peers().unwrap();
+    assert_eq!(
+        strays,
+        vec![
+            peer("0.0.0.0", &["10.244.3.0/24"]),
+            peer("::", &["fd44:3::/64"])
+        ]
+    );
+    for p in &strays {
+        a1.del_overlay_peer(p).unwrap();
+    }
+    assert_eq!(shown(&s.a1), "");
 
     // A changed VNI makes the device anew (its entries go with it).
     a1.add_overlay_peer(&to_b1).unwrap();
@@ -262,4 +298,25 @@ fn a_foreign_link_of_our_name_is_left_alone() {
     assert!(k.overlay_peers().unwrap().is_empty());
     let link = node.nl.link_by_name(VXLAN_DEVICE).unwrap().unwrap();
     assert_eq!(link.kind.as_deref(), Some("veth"));
+}
+
+#[test]
+fn an_ipv6_underlay_carries_both_families() {
+    if !privileged("an_ipv6_underlay_carries_both_families") {
+        return;
+    }
+    let s = Segments::new();
+    let (a1, b1) = (s.a1.node(), s.b1.node());
+    a1.ensure_vxlan(&spec("fd10::11")).unwrap();
+    b1.ensure_vxlan(&spec("fd20::21")).unwrap();
+    let link = s.a1.nl.link_by_name(VXLAN_DEVICE).unwrap().unwrap();
+    assert_eq!(link.mtu, 1430);
+    let to_b1 = peer("fd20::21", &["10.244.3.0/24", "fd44:3::/64"]);
+    a1.add_overlay_peer(&to_b1).unwrap();
+    b1.add_overlay_peer(&peer("fd10::11", &["10.244.1.0/24", "fd44:1::/64"]))
+        .unwrap();
+    assert_eq!(a1.overlay_peers().unwrap(), vec![to_b1]);
+    pods_cross(&s, 1430);
+    a1.remove_vxlan().unwrap();
+    assert_eq!(s.a1.sh("ip", &["-6", "route", "show", "proto", "0xcb"]), "");
 }
