@@ -55,7 +55,7 @@ cargo fmt --all --check
 cargo build --workspace --bins
 cargo clippy --workspace --all-targets -- -D warnings
 # The code that exists only in the crash tests' fault-injection builds.
-cargo clippy -p libcni -p bridge -p host-local --features fault-injection --target-dir target/faults -- -D warnings
+cargo clippy -p sysproc -p bridge -p host-local --features fault-injection --target-dir target/faults -- -D warnings
 
 status=0
 RUST_BACKTRACE="${RUST_BACKTRACE:-1}" cargo test --workspace --no-fail-fast || status=$?

@@ -2,7 +2,7 @@
 # Where the time goes in one bridge ADD and DEL (ours, release build): runs ADD/DEL (with
 # prevResult) RUNS times in throwaway namespaces with CNI_RS_TIMINGS=1 and prints the
 # median of each step
-# (ms since the previous step point of the same process; see libcni/src/step.rs). The
+# (ms since the previous step point of the same process; see sysproc/src/step.rs). The
 # IPAM plugin's own steps show as host-local.*; the bridge's step that waited for it
 # (bridge.ipam-added / bridge.ipam-released) includes its exec. Needs root.
 #

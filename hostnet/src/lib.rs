@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod firewall;
+pub mod kernel;
 pub mod netlink;
 pub mod nftnl;
 pub mod node;

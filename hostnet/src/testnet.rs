@@ -1,7 +1,7 @@
 //! Private network namespaces for the privileged tests of every module.
 
-use libcni::netns::Netns;
 use nix::sched::{CloneFlags, unshare};
+use sysproc::netns::Netns;
 
 /// Runs `f` on a fresh thread inside a new, empty network namespace; tools it
 /// spawns inherit that namespace. The namespace (with every link and rule in

@@ -2,7 +2,7 @@
 //! unknown keys are an error unless `IgnoreUnknown` is `1`/`true`.
 
 use crate::error::{Error, code};
-use crate::goquote::{quote, quote_list};
+use sysproc::goquote::{quote, quote_list};
 
 /// The pairs of a CNI_ARGS string, in order. Empty input has none.
 pub fn parse_pairs(args: &str) -> Result<Vec<(String, String)>, Error> {

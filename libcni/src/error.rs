@@ -81,6 +81,12 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+impl From<sysproc::step::Injected> for Error {
+    fn from(e: sysproc::step::Injected) -> Error {
+        Error::internal(e)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

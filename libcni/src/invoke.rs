@@ -110,7 +110,7 @@ fn run_once(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if tie == Tie::DiesWithCaller {
-        tie::die_with_caller(&mut cmd);
+        sysproc::tie::die_with_caller(&mut cmd);
     }
     let mut child = cmd.spawn()?;
     let mut input = child.stdin.take().expect("stdin is piped");
@@ -214,6 +214,3 @@ impl Delegate<'_> {
 
 #[cfg(test)]
 mod tests;
-mod tie;
-
-pub use tie::die_with_caller;

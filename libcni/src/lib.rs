@@ -1,21 +1,17 @@
-//! libcni: the CNI protocol (types, versions, errors, skel, invoke, netns) and the
-//! runtime side (conflist loading, list operations, result cache).
+//! libcni: the CNI protocol (types, versions, errors, skel, invoke) and the runtime side
+//! (conflist loading, list operations, result cache). Namespaces, threads, the child tie
+//! and step points live beneath it, in `sysproc`.
 
-// No unsafe code but the `allow`ed: the pre_exec hook that ties a delegated plugin to
-// its caller (`invoke/tie.rs`) and one test that sets an env var.
+// No unsafe code but the `allow`ed: one test that sets an env var.
 #![deny(unsafe_code)]
 
 pub mod args;
 pub mod error;
 pub mod file;
 pub mod gojson;
-pub mod goquote;
 pub mod invoke;
-pub mod netns;
 pub mod runtime;
 pub mod skel;
-pub mod step;
-pub mod task;
 pub mod types;
 pub mod version;
 

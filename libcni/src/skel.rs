@@ -3,13 +3,12 @@
 //! the error JSON and exit status 1). Env and IO are injectable for tests.
 
 use crate::error::{Error, code};
-use crate::goquote::{quote, quote_list};
-use crate::netns::{Netns, NetnsError};
-use crate::types::CniResult;
 use crate::version::{self, Version};
 use std::io::{Read, Write};
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
+use sysproc::goquote::{quote, quote_list};
+use sysproc::netns::{Netns, NetnsError};
 
 /// `eprintln!` for plugins: one line on stderr (where plugin logs go), dropped when stderr
 /// is gone. `eprintln!` panics then (EPIPE once the runtime that started us died), which
@@ -35,7 +34,7 @@ pub struct CmdArgs {
     pub stdin_data: Vec<u8>,
     /// CNI_NETNS, opened once for the call (by skel's own-netns check, else by the verb's
     /// first [`open_netns`](Self::open_netns)).
-    pub opened_netns: crate::netns::OpenOnce,
+    pub opened_netns: sysproc::netns::OpenOnce,
     /// The config's `cniVersion`, parsed once by skel (a verb only ever sees a supported
     /// one: [`version::SUPPORTED`], each printed by `Version` exactly as written; an empty
     /// or absent `cniVersion` is 0.1.0).
@@ -52,26 +51,15 @@ impl CmdArgs {
 
 /// A plugin's verbs. ADD returns its result; skel prints it at the config's version.
 pub trait Plugin {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error>;
+    /// ADD, up to what skel prints: the result JSON, rendered once by the plugin (most at
+    /// the config's version, `CniResult::to_json_at(args.version)`; loopback in the
+    /// reference's own shape), so a plugin that must roll back a result that cannot be
+    /// rendered learns it before it returns.
+    fn add(&self, args: &CmdArgs) -> Result<String, Error>;
     fn del(&self, args: &CmdArgs) -> Result<(), Error>;
     fn check(&self, args: &CmdArgs) -> Result<(), Error>;
     fn status(&self, args: &CmdArgs) -> Result<(), Error>;
     fn gc(&self, args: &CmdArgs) -> Result<(), Error>;
-
-    /// What ADD prints for `result`: by default the result in the JSON shape of the config's
-    /// version. A plugin whose reference prints another shape (loopback) overrides this.
-    fn result_json(&self, result: &CniResult, config_version: &str) -> Result<String, Error> {
-        result.to_json(config_version)
-    }
-
-    /// ADD up to what skel prints: [`add`](Self::add), then its result rendered once by
-    /// [`result_json`](Self::result_json). A plugin that must learn whether its result
-    /// renders before it returns (to roll back otherwise) overrides this and renders
-    /// inside its rollback scope, so the result is still converted only once.
-    fn add_json(&self, args: &CmdArgs) -> Result<String, Error> {
-        let result = self.add(args)?;
-        self.result_json(&result, &args.version.to_string())
-    }
 }
 
 /// Where a call's input comes from and its output goes.
@@ -84,7 +72,7 @@ pub struct Io<'a> {
 
 /// Runs the plugin on the real process env and stdio, then exits with its status.
 pub fn plugin_main(plugin: &dyn Plugin, about: &str) -> ! {
-    crate::step::start();
+    sysproc::step::start();
     install_panic_hook();
     let getenv = |k: &str| std::env::var(k).ok();
     let (mut stdin, mut stdout, mut stderr) =
@@ -99,7 +87,7 @@ pub fn plugin_main(plugin: &dyn Plugin, about: &str) -> ! {
             stderr: &mut stderr,
         },
     );
-    crate::step::finish();
+    sysproc::step::finish();
     std::process::exit(status)
 }
 
@@ -280,7 +268,7 @@ fn dispatch(
     }
     match verb {
         Verb::Add => {
-            let json = plugin.add_json(&args)?;
+            let json = plugin.add(&args)?;
             stdout
                 .write_all(json.as_bytes())
                 .map_err(|e| Error::new(code::IO_FAILURE, e.to_string()))

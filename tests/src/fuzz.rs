@@ -178,12 +178,13 @@ pub fn host_local_store(data: &[u8]) {
 struct Echo;
 
 impl Plugin for Echo {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
+    fn add(&self, args: &CmdArgs) -> Result<String, Error> {
         let conf = types::NetConf::parse(&args.stdin_data)?;
         match conf.prev_result {
-            Some(prev) => CniResult::parse_at(&prev, args.version),
-            None => Ok(CniResult::default()),
+            Some(prev) => CniResult::parse_at(&prev, args.version)?,
+            None => CniResult::default(),
         }
+        .to_json_at(args.version)
     }
     fn del(&self, _: &CmdArgs) -> Result<(), Error> {
         Ok(())

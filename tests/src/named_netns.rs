@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use libcni::netns::Netns;
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
+use sysproc::netns::Netns;
 
 const NETNS_RUN_DIR: &str = "/run/netns";
 

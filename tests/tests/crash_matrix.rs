@@ -1,5 +1,5 @@
 //! Crash at every step (issue 10, section 1): for each fault-injection point of bridge ADD
-//! and DEL and of host-local ADD and DEL (the `libcni::step` points, in binaries built with
+//! and DEL and of host-local ADD and DEL (the `sysproc::step` points, in binaries built with
 //! the `fault-injection` feature into `target/faults`), and for both actions (`kill`: SIGKILL
 //! there; `fail`: the step returns an error), run the operation with the fault, then what a
 //! runtime does next, then check that nothing of the container is left and that it can be

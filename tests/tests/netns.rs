@@ -1,11 +1,11 @@
-//! libcni::netns against the real kernel, and the NamedNetns fixture itself.
+//! sysproc::netns against the real kernel, and the NamedNetns fixture itself.
 //! Privileged: each test creates its own named netns and touches no links.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use cni_tests::{NamedNetns, PluginRun, TempDir};
-use libcni::netns::{Netns, NetnsError, is_current_netns};
+use sysproc::netns::{Netns, NetnsError, is_current_netns};
 use testkit::privileged;
 
 /// Inode of the netns the calling thread is in.

@@ -1,4 +1,4 @@
-//! `CNI_RS_TIMINGS=1` (libcni::step): every step point of the bridge and its host-local
+//! `CNI_RS_TIMINGS=1` (sysproc::step): every step point of the bridge and its host-local
 //! logs its duration on stderr, stdout stays the plain result; unset, nothing is logged.
 
 #[path = "bridge_support/mod.rs"]

@@ -37,9 +37,9 @@ pub enum FirewallError {
     /// `ipMasqBackend` other than "iptables"/"nftables" (message as the Go plugin).
     #[error("unknown ipmasq backend {}", super::names::go_quote(.0))]
     UnknownBackend(String),
-    /// A fault-injection point failed (crash tests only, see `libcni::step`).
+    /// A fault-injection point failed (crash tests only, see `sysproc::step`).
     #[error(transparent)]
-    Injected(#[from] libcni::step::Injected),
+    Injected(#[from] sysproc::step::Injected),
     /// Several backends failed (teardown/gc run both).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
     Multiple(Vec<FirewallError>),

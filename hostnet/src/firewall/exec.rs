@@ -25,7 +25,7 @@ pub(crate) fn start(program: &str, args: &[&str], with_stdin: bool) -> Result<St
     let command = display(program, args);
     let mut cmd = Command::new(program);
     // A killed plugin must not leave a tool running that adds rules after the runtime's DEL.
-    libcni::invoke::die_with_caller(&mut cmd);
+    sysproc::tie::die_with_caller(&mut cmd);
     let child = cmd
         .args(args)
         .stdin(if with_stdin {

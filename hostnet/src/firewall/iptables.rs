@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 
 use ipnetwork::IpNetwork;
-use libcni::{step, task};
+use sysproc::{step, task};
 
 use super::error::{FirewallError, Result};
 use super::exec;

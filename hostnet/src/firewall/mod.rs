@@ -131,7 +131,7 @@ fn both_backends(
         _ => Ok(()),
     };
     let (ipt, nft) = std::thread::scope(|s| {
-        let nft = libcni::task::start(s, || counted(nft(), nftables_usable));
+        let nft = sysproc::task::start(s, || counted(nft(), nftables_usable));
         (counted(ipt(), iptables_usable), nft.join())
     });
     FirewallError::collect([ipt, nft].into_iter().filter_map(Result::err).collect())

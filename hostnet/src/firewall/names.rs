@@ -97,7 +97,7 @@ pub fn spoofcheck_comment(reference: &str) -> String {
     format!("macspoofchk-{reference}")
 }
 
-pub use libcni::goquote::quote as go_quote;
+pub use sysproc::goquote::quote as go_quote;
 
 /// Inverse of [`go_quote`] for the escapes it produces for `"` and `\`; other
 /// escapes give `None` (such a comment was not written by us or the reference

@@ -38,6 +38,13 @@ const LIST: [&str; 3] = ["table", FAMILY, TABLE];
 const IFACE_PREFIX: &str = "cni-br-iface-";
 const COMMENT_PREFIX: &str = "macspoofchk-";
 
+/// Where one attachment's rules live, for a message that must lead an admin to them:
+/// `nft chain "cni-br-iface-<id>-<if>" in table bridge nat`.
+pub fn rules_place(container_id: &str, ifname: &str) -> String {
+    let chain = spoofcheck_iface_chain(&spoofcheck_ref(container_id, ifname));
+    format!("nft chain {chain:?} in table {FAMILY} {TABLE}")
+}
+
 /// Install the anti-spoofing chains for one attachment.
 pub fn setup(container_id: &str, ifname: &str, host_veth: &str, mac: &str) -> Result<()> {
     let reference = spoofcheck_ref(container_id, ifname);

@@ -29,12 +29,12 @@ use std::sync::{Mutex, OnceLock};
 
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
-use libcni::netns::{self, Netns, NetnsError};
 use rtnetlink::packet_core::{
     NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::sys::AsyncSocket;
+use sysproc::netns::{self, Netns, NetnsError};
 
 pub use addr::Address;
 pub use error::NetlinkError;

@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use std::time::Duration;
 
 use ipnetwork::IpNetwork;
-use libcni::netns::Netns;
+use sysproc::netns::Netns;
 
 use super::{IpFamily, Netlink, RouteSpec};
 use crate::sysctl;

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 
-use libcni::netns::Netns;
+use sysproc::netns::Netns;
 
 use super::firewall;
 use super::forwarding;

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ipnetwork::IpNetwork;
-use libcni::netns::Netns;
+use sysproc::netns::Netns;
 
 use super::{FamilyPolicy, HostNodeNet, NodeNet, NodePolicy, PodRoute, ROUTE_PROTO};
 use crate::netlink::{IpFamily, Netlink, RouteSpec};

@@ -1,4 +1,5 @@
 use super::*;
+use crate::types::CniResult;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -17,16 +18,17 @@ impl Recorder {
 }
 
 impl Plugin for Recorder {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
+    fn add(&self, args: &CmdArgs) -> Result<String, Error> {
         self.record("ADD", args)?;
-        Ok(CniResult {
+        CniResult {
             ips: vec![crate::types::IpConfig {
                 interface: None,
                 address: "10.0.0.2/24".parse().unwrap(),
                 gateway: None,
             }],
             ..Default::default()
-        })
+        }
+        .to_json_at(args.version)
     }
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
         self.record("DEL", args)
@@ -379,8 +381,8 @@ fn plugin_errors_are_printed_as_is() {
 fn l2_result_cannot_be_printed_at_0_2() {
     struct NoIp;
     impl Plugin for NoIp {
-        fn add(&self, _: &CmdArgs) -> Result<CniResult, Error> {
-            Ok(CniResult::default())
+        fn add(&self, args: &CmdArgs) -> Result<String, Error> {
+            CniResult::default().to_json_at(args.version)
         }
         fn del(&self, _: &CmdArgs) -> Result<(), Error> {
             Ok(())
@@ -441,7 +443,10 @@ fn the_verb_gets_the_netns_skel_opened() {
         let (_, args) = &p.calls.borrow()[0];
         assert!(args.opened_netns.is_opened(), "{verb}");
         let e = args.open_netns().unwrap_err();
-        assert!(matches!(e, crate::netns::NetnsError::NotExist(_)), "{e:?}");
+        assert!(
+            matches!(e, sysproc::netns::NetnsError::NotExist(_)),
+            "{e:?}"
+        );
     }
     // Not checked, so not opened before the verb asks.
     let mut env = full_env("ADD");
@@ -461,8 +466,8 @@ fn the_verb_gets_the_netns_skel_opened() {
 fn add_prints_what_the_plugin_renders() {
     struct OwnShape;
     impl Plugin for OwnShape {
-        fn add(&self, _: &CmdArgs) -> Result<CniResult, Error> {
-            Ok(CniResult::default())
+        fn add(&self, args: &CmdArgs) -> Result<String, Error> {
+            Ok(format!("rendered at {}", args.version))
         }
         fn del(&self, _: &CmdArgs) -> Result<(), Error> {
             Ok(())
@@ -475,9 +480,6 @@ fn add_prints_what_the_plugin_renders() {
         }
         fn gc(&self, _: &CmdArgs) -> Result<(), Error> {
             Ok(())
-        }
-        fn result_json(&self, _: &CniResult, version: &str) -> Result<String, Error> {
-            Ok(format!("rendered at {version}"))
         }
     }
     let o = call(

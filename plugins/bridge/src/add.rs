@@ -1,85 +1,91 @@
-//! ADD, in the reference's order: bridge, veth, port options, spoof check, IPAM, container
-//! addresses and routes, gateway addresses, forwarding, masquerade, port-state wait.
-//! Everything done for this attachment is undone if a later step fails.
+//! ADD, in the reference's order (bridge, veth, port options, spoof check, IPAM, container
+//! addresses and routes, gateway addresses, forwarding, masquerade, port-state wait) but
+//! for two pairs of independent steps that run at once, for speed (`BENCHMARKS.md`).
+//! The plan, one phase after the other ([`Attach::run`]; `tests/add.rs`'s `STEPS` checks
+//! the undo after a failure at each step):
 //!
-//! Two departures from that order, for speed (`BENCHMARKS.md`), each of independent steps:
-//! IPAM runs while the links are made, and the masquerade rules go on while the container's
-//! addresses, routes and gateways do (their `iptables-restore` is started while IPAM
-//! finishes, and given its script once the addresses are known). IPAM starts only after
-//! the check that the container has no interface of that name (an ADD repeated for a
-//! living attachment must not touch its address). Every child process dies with ours
-//! (`libcni::invoke::die_with_caller`). A failure on either side undoes both; both
-//! failures are reported.
+//! | phase | on this thread | at once, on its own thread | a failure undoes (`rollback.rs`) |
+//! |---|---|---|---|
+//! | 1 | the container's interface name is free | | nothing |
+//! | 2 | bridge, veth, port options, spoof check; then the masquerade is readied (its `iptables-restore` starts) | IPAM ADD | spoof check, veth, IP |
+//! | 3 | container sysctls, addresses, routes; gateways; forwarding; port-state wait | the masquerade rules | masquerade, spoof check, veth, IP |
+//! | 4 | the bridge MAC re-read, the result rendered | | all of the above |
+//!
+//! IPAM waits for phase 1, so an ADD repeated for a living attachment never touches its
+//! address. A failure on either side of a phase undoes both sides; both are reported (this
+//! thread's first). Every child process dies with ours (`sysproc::tie::die_with_caller`):
+//! the masquerade's tool is started on this thread, which lives as long as the plugin.
 
 use crate::config::{BridgeConf, mac_string};
 use crate::container;
-use crate::error::{BridgeError, During, Op, Source};
+use crate::error::{BridgeError, During, Source};
 use crate::gateway::{Gateways, calc_gateways};
 use crate::host;
-use crate::kernel::{Kernel, Links, Sandbox};
+use crate::ipam::Ipam;
 use crate::rollback::Rollback;
-use hostnet::firewall::iptables::Prestarted;
-use hostnet::firewall::names;
+use hostnet::firewall::spoofcheck;
+use hostnet::kernel::{Kernel, Links, MasqueradeReady};
 use hostnet::netlink::Link;
 use ipnetwork::IpNetwork;
 use libcni::skel::CmdArgs;
-use libcni::step;
-use libcni::task::{self, Started};
 use libcni::types::{CniResult, Interface};
 use libcni::version::Version;
+use sysproc::step;
+use sysproc::task;
+
+/// The links ADD makes or joins: the bridge, the host end, the container end.
+type Made = (Link, Link, Link);
 
 /// Attempts at a free random host veth name.
 const VETH_NAME_ATTEMPTS: usize = 10;
 
-/// What ADD made: the result, and the JSON skel prints for it (rendered once, at the
-/// config's version, before ADD returns: a result that cannot be rendered rolls ADD back).
-#[derive(Debug)]
-pub struct Added {
-    pub result: CniResult,
-    pub json: String,
-}
-
-pub fn add(k: &dyn Kernel, args: &CmdArgs) -> Result<Added, BridgeError> {
+/// ADD: returns the JSON skel prints for the result (rendered once, at the config's
+/// version, before ADD returns: a result that cannot be rendered rolls ADD back).
+pub fn add<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<String, BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
     if !conf.is_layer3() && args.version < Version::V0_3_0 {
         // The reference finds this out only after creating the veth.
         return Err(BridgeError::NoValidIps);
     }
-    let netns = k.open_netns(args).during(Op::OpenNetns {
-        path: args.netns.clone(),
-    })?;
-    let host = k.host().during(Op::OpenNetlink)?;
-    let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
+    let netns = k
+        .open_netns(&args.netns, &args.opened_netns)
+        .during(|| format!("failed to open netns {path:?}", path = args.netns))?;
+    let host = k.host().during(|| "failed to open netlink socket")?;
+    let ctr = k
+        .links_in(&netns)
+        .during(|| "failed to open netlink socket in the container")?;
     let mut rollback = Rollback::default();
     let attach = Attach {
         k,
+        ipam,
         args,
         conf: &conf,
         netns: &netns,
-        host: &*host,
-        ctr: &*ctr,
+        host: &host,
+        ctr: &ctr,
     };
     match attach.run(&mut rollback) {
         Ok(result) => Ok(result),
         Err(e) => {
-            rollback.run(k, &*host, &conf, args);
+            rollback.run(k, ipam, &host, &conf, args);
             Err(e)
         }
     }
 }
 
 /// One ADD: the call, its config, and the node as it sees it.
-struct Attach<'a> {
-    k: &'a dyn Kernel,
+struct Attach<'a, K: Kernel> {
+    k: &'a K,
+    ipam: &'a dyn Ipam,
     args: &'a CmdArgs,
     conf: &'a BridgeConf,
-    netns: &'a Sandbox,
-    host: &'a dyn Links,
-    ctr: &'a dyn Links,
+    netns: &'a K::Netns,
+    host: &'a K::Conn,
+    ctr: &'a K::Conn,
 }
 
-impl Attach<'_> {
-    fn run(&self, rollback: &mut Rollback) -> Result<Added, BridgeError> {
+impl<K: Kernel> Attach<'_, K> {
+    fn run(&self, rollback: &mut Rollback) -> Result<String, BridgeError> {
         let Attach {
             k,
             args,
@@ -88,32 +94,17 @@ impl Attach<'_> {
             ctr,
             ..
         } = *self;
+        // Phase 1.
         if ctr
             .link_by_name(&args.ifname)
-            .during(Op::LookUpContainerIface)?
+            .during(|| "failed to look up container interface")?
             .is_some()
         {
             return Err(BridgeError::ContainerIfaceExists {
                 ifname: args.ifname.clone(),
             });
         }
-        let ipam = conf.is_layer3().then(|| conf.ipam(args));
-        let (links, masq_tool, ipam_result) = std::thread::scope(|s| {
-            let ipam_add = ipam
-                .as_ref()
-                .map(|ipam| task::start(s, || k.ipam_add(ipam)));
-            let links = self.make_links(rollback);
-            // The masquerade's tool starts up while IPAM finishes (it needs IPAM's addresses).
-            // Started here, on the thread that lives as long as the plugin: the tool dies
-            // with the thread that started it.
-            let masq_tool = (conf.ip_masq && ipam.is_some() && links.is_ok())
-                .then(|| k.prestart_ipmasq(conf.ip_masq_backend))
-                .flatten();
-            (links, masq_tool, ipam_add.map(Started::join))
-        });
-        let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
-        rollback.ipam = matches!(ipam_result, Ok(Some(_)));
-        let ((br, host_veth, ctr_veth), ipam_result) = BridgeError::both(links, ipam_result)?;
+        let ((br, host_veth, ctr_veth), ipam_result, masq_ready) = self.links_and_ipam(rollback)?;
         let mut result = CniResult {
             // Skel admits only the versions it supports, each spelled as `Version` prints it.
             cni_version: args.version.to_string(),
@@ -142,15 +133,15 @@ impl Attach<'_> {
             false => Vec::new(),
         };
         rollback.ipmasq = masq_ips.clone();
-        // The masquerade rules go on while the addresses and routes do: neither needs the
-        // other, and the rules' exec is ADD's longest step.
-        let (configured, masq) = std::thread::scope(|s| {
-            let masq = (!masq_ips.is_empty())
-                .then(|| task::start(s, || set_up_ipmasq(k, args, conf, &masq_ips, masq_tool)));
-            let configured = self.configure(&br, &host_veth, &ctr_veth, gateways, &mut result);
-            (configured, masq.map_or(Ok(()), Started::join))
-        });
-        let (pinned_bridge, ()) = BridgeError::both(configured, masq)?;
+        // Phase 3: the container and gateways here, the masquerade rules alongside (neither
+        // needs the other, and the rules' exec is ADD's longest step).
+        let (configured, masq) = task::alongside(
+            || self.configure(&br, &host_veth, &ctr_veth, gateways, &mut result),
+            (!masq_ips.is_empty())
+                .then_some(|| set_up_ipmasq(k, args, conf, &masq_ips, masq_ready)),
+        );
+        let (pinned_bridge, ()) = BridgeError::both(configured, masq.unwrap_or(Ok(())))?;
+        // Phase 4.
         // An unpinned bridge MAC follows the lowest port MAC, so it may have changed when our
         // port joined; unless the gateway setup just read and pinned it, read it again.
         let br_now = match pinned_bridge {
@@ -164,7 +155,40 @@ impl Attach<'_> {
         // Rendered here, once: an unconvertible result fails (and rolls back) ADD.
         let json = result.to_json_at(args.version)?;
         step::point("bridge.result-ready")?;
-        Ok(Added { result, json })
+        Ok(json)
+    }
+
+    /// Phase 2: the links here, IPAM alongside; the masquerade's tool starts up while IPAM
+    /// finishes (it needs IPAM's addresses). Returns the links, IPAM's result (none in L2
+    /// mode) and what the masquerade may use.
+    fn links_and_ipam(
+        &self,
+        rollback: &mut Rollback,
+    ) -> Result<(Made, Option<CniResult>, MasqueradeReady), BridgeError> {
+        let Attach {
+            k,
+            ipam,
+            args,
+            conf,
+            ..
+        } = *self;
+        let ipam_conf = conf.is_layer3().then(|| conf.ipam(args));
+        let ((links, masq_ready), ipam_result) = task::alongside(
+            || {
+                let links = self.make_links(rollback);
+                let masq_ready = if conf.ip_masq && ipam_conf.is_some() && links.is_ok() {
+                    k.prepare_masquerade(conf.ip_masq_backend)
+                } else {
+                    MasqueradeReady::default()
+                };
+                (links, masq_ready)
+            },
+            ipam_conf.as_ref().map(|delegate| || ipam.add(delegate)),
+        );
+        let ipam_result = ipam_result.transpose().map_err(BridgeError::from);
+        rollback.ipam = matches!(ipam_result, Ok(Some(_)));
+        let (links, ipam_result) = BridgeError::both(links, ipam_result)?;
+        Ok((links, ipam_result, masq_ready))
     }
 
     /// With IPAM's addresses in `result` and their `gateways`: the container's sysctls,
@@ -186,6 +210,7 @@ impl Attach<'_> {
             netns,
             host,
             ctr,
+            ..
         } = *self;
         let mut pinned_bridge = None;
         if let Some(gateways) = gateways {
@@ -204,23 +229,22 @@ impl Attach<'_> {
                 host::ensure_gateways(k, host, &gw_link, &gateways, conf.force_address)?
                     .filter(|link| link.index == br.index);
         } else if !conf.disable_container_interface {
-            ctr.set_up(ctr_veth.index).during(Op::SetUp {
-                name: args.ifname.clone(),
-            })?;
+            ctr.set_up(ctr_veth.index)
+                .during(|| format!("failed to set {name:?} up", name = args.ifname))?;
         }
 
         if !conf.disable_container_interface {
             host.wait_oper_up(host_veth.index)
                 .map_err(|e| match e.last_state() {
                     Some(_) => BridgeError::PortState { source: e },
-                    None => e.at(Op::ReadPortState),
+                    None => e.at("failed to read bridge port state"),
                 })?;
         }
         Ok(pinned_bridge)
     }
 
     /// The bridge, the veth pair and the spoof check: returns (bridge, host end, container end).
-    fn make_links(&self, rollback: &mut Rollback) -> Result<(Link, Link, Link), BridgeError> {
+    fn make_links(&self, rollback: &mut Rollback) -> Result<Made, BridgeError> {
         let Attach {
             k,
             args,
@@ -233,18 +257,18 @@ impl Attach<'_> {
         let (host_veth, ctr_veth) = self.setup_veth(&br, rollback)?;
         if conf.macspoofchk {
             rollback.spoofcheck = true;
-            k.setup_spoofcheck(
+            k.spoof_check(
                 &args.container_id,
                 &args.ifname,
                 &host_veth.name,
                 &mac_string(ctr_veth.mac),
             )
-            .during(Op::SetUpSpoofCheck {
-                veth: host_veth.name.clone(),
-                chain: names::spoofcheck_iface_chain(&names::spoofcheck_ref(
-                    &args.container_id,
-                    &args.ifname,
-                )),
+            .during(|| {
+                let place = spoofcheck::rules_place(&args.container_id, &args.ifname);
+                format!(
+                    "failed to set up mac spoof check for {:?} ({place})",
+                    host_veth.name
+                )
             })?;
             step::point("bridge.spoofcheck-set")?;
         }
@@ -261,11 +285,12 @@ impl Attach<'_> {
             netns,
             host,
             ctr,
+            ..
         } = *self;
         let mut host_name = host::random_veth_name()?;
         let mut attempt = 1;
         loop {
-            match host.create_veth(&host_name, &args.ifname, conf.mtu, conf.mac, netns) {
+            match k.create_veth(host, &host_name, &args.ifname, conf.mtu, conf.mac, netns) {
                 Ok(()) => {
                     rollback.host_veth = Some(host_name.clone());
                     step::point("bridge.veth-created")?;
@@ -276,34 +301,32 @@ impl Attach<'_> {
                     host_name = host::random_veth_name()?;
                 }
                 Err(e) => {
-                    return Err(e.at(Op::MakeVeth {
-                        ifname: args.ifname.clone(),
-                    }));
+                    return Err(e.at(format!(
+                        "failed to make veth pair for {ifname:?}",
+                        ifname = args.ifname
+                    )));
                 }
             }
         }
         let host_veth = host::link_named(host, &host_name, "failed to lookup")?;
         let ctr_veth = host::link_named(ctr, &args.ifname, "failed to lookup")?;
 
-        host.set_master(host_veth.index, br.index)
-            .during(Op::Connect {
-                port: host_name.clone(),
-                bridge: br.name.clone(),
-            })?;
+        host.set_master(host_veth.index, br.index).during(|| {
+            format!(
+                "failed to connect {host_name:?} to bridge {bridge}",
+                bridge = br.name
+            )
+        })?;
         host.set_port_options(
             host_veth.index,
             Some(conf.hairpin_mode),
             conf.port_isolation.then_some(true),
         )
-        .during(Op::SetPortOptions {
-            port: host_name.clone(),
-        })?;
-        crate::vlan::configure_port(host, host_veth.index, conf).during(Op::SetVlanTag {
-            port: host_name.clone(),
-        })?;
-        host.set_up(host_veth.index).during(Op::SetUp {
-            name: host_name.clone(),
-        })?;
+        .during(|| format!("failed to set up port options for {host_name}"))?;
+        crate::vlan::configure_port(host, host_veth.index, conf)
+            .during(|| format!("failed to setup vlan tag on interface {host_name:?}"))?;
+        host.set_up(host_veth.index)
+            .during(|| format!("failed to set {host_name:?} up"))?;
         step::point("bridge.port-options-set")?;
         // We own the routes of the host end too.
         let _ = k.host_sysctl(&["net", "ipv6", "conf", &host_name, "accept_ra"], "0");
@@ -311,16 +334,16 @@ impl Attach<'_> {
     }
 }
 
-fn set_up_ipmasq(
-    k: &dyn Kernel,
+fn set_up_ipmasq<K: Kernel>(
+    k: &K,
     args: &CmdArgs,
     conf: &BridgeConf,
     ips: &[IpNetwork],
-    tool: Option<Prestarted>,
+    ready: MasqueradeReady,
 ) -> Result<(), BridgeError> {
     let att = conf.attachment(args);
-    k.setup_ipmasq(conf.ip_masq_backend, &att, ips, tool)
-        .during(Op::SetUpIpMasq { ips: ips.to_vec() })?;
+    k.masquerade(conf.ip_masq_backend, &att, ips, ready)
+        .during(|| format!("failed to set up IP masquerading for {ips:?}"))?;
     step::point("bridge.ipmasq-set")?;
     Ok(())
 }

@@ -3,20 +3,21 @@
 //! In L2 mode there is no IPAM to ask (the reference calls IPAM CHECK with no type and fails).
 
 use crate::config::{BridgeConf, mac_string};
-use crate::error::{BridgeError, During, Op};
+use crate::error::{BridgeError, During};
 use crate::host;
-use crate::kernel::{Kernel, Links};
+use crate::ipam::Ipam;
+use hostnet::kernel::{Kernel, Links};
 use hostnet::netlink::{IpFamily, Link};
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
 
-pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
+pub fn check<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
-    let netns = k.open_netns(args).during(Op::OpenNetns {
-        path: args.netns.clone(),
-    })?;
+    let netns = k
+        .open_netns(&args.netns, &args.opened_netns)
+        .during(|| format!("failed to open netns {path:?}", path = args.netns))?;
     if conf.is_layer3() {
-        k.ipam_run(&conf.ipam(args), "CHECK")?;
+        ipam.run(&conf.ipam(args), "CHECK")?;
     }
     let prev = conf
         .common
@@ -30,15 +31,17 @@ pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
         .interfaces
         .iter()
         .find(|i| i.name == args.ifname && i.sandbox == args.netns);
-    let host = k.host().during(Op::OpenNetlink)?;
-    let br = check_bridge(&*host, &conf, br_entry)?;
+    let host = k.host().during(|| "failed to open netlink socket")?;
+    let br = check_bridge(&host, &conf, br_entry)?;
     let ctr_entry = ctr_entry.ok_or_else(|| BridgeError::SandboxMismatch {
         netns: args.netns.clone(),
     })?;
 
-    let ctr = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
-    let ctr_link = check_container_iface(&*ctr, ctr_entry)?;
-    let host_veth = find_host_veth(&*host, &result, &br, &ctr_link)?;
+    let ctr = k
+        .links_in(&netns)
+        .during(|| "failed to open netlink socket in the container")?;
+    let ctr_link = check_container_iface(&ctr, ctr_entry)?;
+    let host_veth = find_host_veth(&host, &result, &br, &ctr_link)?;
     if host_veth.hairpin != Some(conf.hairpin_mode) {
         return Err(BridgeError::Hairpin {
             port: host_veth.name,
@@ -48,13 +51,13 @@ pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
     }
     if conf.macspoofchk {
         let ok = k
-            .check_spoofcheck(
+            .spoof_check_present(
                 &args.container_id,
                 &args.ifname,
                 &host_veth.name,
                 &ctr_entry.mac,
             )
-            .during(Op::ReadSpoofCheck)?;
+            .during(|| "failed to read mac spoof check rules")?;
         if !ok {
             return Err(BridgeError::SpoofCheckMissing {
                 port: host_veth.name,
@@ -62,14 +65,14 @@ pub fn check(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
         }
     }
     if conf.is_layer3() {
-        check_addresses(&*ctr, &ctr_link, &result)?;
-        check_routes(&*ctr, &result)?;
+        check_addresses(&ctr, &ctr_link, &result)?;
+        check_routes(&ctr, &result)?;
         if conf.ip_masq {
             let att = conf.attachment(args);
             let ips: Vec<_> = result.ips.iter().map(|ip| ip.address).collect();
             let ok = k
-                .check_ipmasq(conf.ip_masq_backend, &att, &ips)
-                .during(Op::ReadIpMasq)?;
+                .masquerade_present(conf.ip_masq_backend, &att, &ips)
+                .during(|| "failed to read masquerade rules")?;
             if !ok {
                 return Err(BridgeError::IpMasqMissing {
                     container_id: args.container_id.clone(),
@@ -92,7 +95,7 @@ fn check_bridge(
     };
     let link = host
         .link_by_name(&entry.name)
-        .during(Op::LookUpTheBridge)?
+        .during(|| "failed to look up the bridge")?
         .ok_or_else(|| BridgeError::InterfaceNotFound {
             name: entry.name.clone(),
         })?;
@@ -120,7 +123,7 @@ fn check_bridge(
 fn check_container_iface(ctr: &dyn Links, entry: &Interface) -> Result<Link, BridgeError> {
     let link = ctr
         .link_by_name(&entry.name)
-        .during(Op::LookUpTheContainerIface)?
+        .during(|| "failed to look up the container interface")?
         .ok_or_else(|| BridgeError::ContainerIfaceNotFound {
             name: entry.name.clone(),
         })?;
@@ -179,7 +182,7 @@ fn mac_matches(entry: &Interface, link: &Link) -> bool {
 fn check_addresses(ctr: &dyn Links, link: &Link, result: &CniResult) -> Result<(), BridgeError> {
     let present = ctr
         .addresses(Some(link.index))
-        .during(Op::ListContainerAddrs)?;
+        .during(|| "failed to list container addresses")?;
     for ip in &result.ips {
         if !present.iter().any(|a| a.addr == ip.address) {
             return Err(BridgeError::AddrMissing {
@@ -192,8 +195,13 @@ fn check_addresses(ctr: &dyn Links, link: &Link, result: &CniResult) -> Result<(
 }
 
 fn check_routes(ctr: &dyn Links, result: &CniResult) -> Result<(), BridgeError> {
-    let mut routes = ctr.routes(IpFamily::V4).during(Op::ListContainerRoutes)?;
-    routes.extend(ctr.routes(IpFamily::V6).during(Op::ListContainerRoutes)?);
+    let mut routes = ctr
+        .routes(IpFamily::V4)
+        .during(|| "failed to list container routes")?;
+    routes.extend(
+        ctr.routes(IpFamily::V6)
+            .during(|| "failed to list container routes")?,
+    );
     for want in &result.routes {
         let found = routes.iter().any(|r| {
             r.dst == want.dst

@@ -1,21 +1,21 @@
 //! Container-side kernel work: sysctls, addresses and routes of the container interface
 //! (Go `ipam.ConfigureIface` plus the bridge plugin's DAD and arp_notify settings).
 
-use crate::error::{BridgeError, During, Op, Source};
-use crate::kernel::{Kernel, Links, Sandbox, Sysctl};
+use crate::error::{BridgeError, During, Source, via};
+use hostnet::kernel::{Kernel, Links, Sysctl};
 use hostnet::netlink::RouteSpec;
-use libcni::step;
 use libcni::types::CniResult;
 use std::net::IpAddr;
 use std::time::Duration;
+use sysproc::step;
 
 /// How long IPv6 addresses may stay tentative before ADD fails.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Writes the container's sysctls in one trip into the namespace.
-pub fn set_sysctls(
-    k: &dyn Kernel,
-    netns: &Sandbox,
+pub fn set_sysctls<K: Kernel>(
+    k: &K,
+    netns: &K::Netns,
     ifname: &str,
     enable_dad: bool,
     has_ipv6: bool,
@@ -47,12 +47,13 @@ pub fn set_sysctls(
         })
         .collect();
     k.sysctls_in(netns, &settings)
-        .during(Op::EnterContainer)?
+        .during(|| "failed to enter the container namespace")?
         .map_err(|(i, e)| {
             let name = settings.get(i).map(|s| s.name.join("."));
-            e.at(Op::SetSysctl {
-                name: name.unwrap_or_default(),
-            })
+            e.at(format!(
+                "failed to set {name}",
+                name = name.unwrap_or_default()
+            ))
         })
 }
 
@@ -66,11 +67,12 @@ pub fn configure_iface(
     let mut gw_v4: Option<IpAddr> = None;
     let mut gw_v6: Option<IpAddr> = None;
     for ip in &result.ips {
-        nl.add_address(ifindex, ip.address)
-            .during(Op::AddContainerAddr {
-                addr: ip.address,
-                ifname: ifname.to_string(),
-            })?;
+        nl.add_address(ifindex, ip.address).during(|| {
+            format!(
+                "failed to add IP addr {addr} to {ifname:?}",
+                addr = ip.address
+            )
+        })?;
         let slot = if ip.address.is_ipv4() {
             &mut gw_v4
         } else {
@@ -81,15 +83,12 @@ pub fn configure_iface(
         }
     }
     step::point("bridge.container-addresses")?;
-    nl.set_up(ifindex).during(Op::SetContainerUp {
-        ifname: ifname.to_string(),
-    })?;
+    nl.set_up(ifindex)
+        .during(|| format!("failed to set {ifname:?} UP"))?;
     // With DAD off this returns at once; with `enabledad` it waits for DAD to finish.
     if result.ips.iter().any(|ip| ip.address.is_ipv6()) {
         nl.settle_addresses(ifindex, SETTLE_TIMEOUT)
-            .during(Op::Settle {
-                ifname: ifname.to_string(),
-            })?;
+            .during(|| format!("failed while waiting for addresses to settle on {ifname:?}"))?;
     }
     let mut added: Vec<RouteSpec> = Vec::new();
     for route in &result.routes {
@@ -110,11 +109,11 @@ pub fn configure_iface(
             Ok(()) => {}
             Err(e) if e.is_exists() => {}
             Err(e) => {
-                return Err(e.at(Op::AddRoute {
-                    dst: route.dst,
-                    gw: gateway,
-                    ifname: ifname.to_string(),
-                }));
+                return Err(e.at(format!(
+                    "failed to add route '{dst}{} dev {ifname}'",
+                    via(&gateway),
+                    dst = route.dst
+                )));
             }
         }
         added.push(spec);

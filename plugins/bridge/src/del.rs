@@ -11,28 +11,29 @@
 //! prevResult's word only when it provably is this attachment's ([`owned_by_us`]).
 
 use crate::config::{BridgeConf, parse_mac};
-use crate::error::{BridgeError, During, NotOurs, Op, Source};
-use crate::kernel::{Kernel, Links, Sandbox};
+use crate::error::{BridgeError, During, NotOurs, Source};
+use crate::ipam::Ipam;
+use hostnet::kernel::{Kernel, Links};
 use hostnet::netlink::Link;
 use ipnetwork::IpNetwork;
-use libcni::netns::NetnsError;
 use libcni::skel::CmdArgs;
 use libcni::types::{CniResult, Interface};
 use libcni::version::Version;
-use libcni::{step, task};
+use sysproc::netns::NetnsError;
+use sysproc::{step, task};
 
 /// What DEL found of the container side.
-enum ContainerSide {
+enum ContainerSide<N> {
     /// The container interface was deleted (its veth peer with it); these were its
     /// global addresses.
     Deleted(Vec<IpNetwork>),
     /// The namespace is there but holds no such interface.
-    NoLink(Sandbox),
+    NoLink(N),
     /// No namespace given, or it is gone, or the path is not a namespace.
     Unreachable,
 }
 
-pub fn del(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
+pub fn del<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "DEL")?;
     let prev = prev_result(&conf, args.version);
     let prev_ips: Vec<IpNetwork> = prev
@@ -45,21 +46,21 @@ pub fn del(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
         // then the three remaining steps, none waiting for another, run at once.
         let ips = delete_links(k, args, &conf, prev.as_ref(), &prev_ips)?;
         let results = std::thread::scope(|s| {
-            let ipam = task::start(s, || release_ipam(k, args, &conf));
+            let released = task::start(s, || release_ipam(ipam, args, &conf));
             let spoofcheck = task::start(s, || remove_spoofcheck(k, args, &conf));
             let ipmasq = remove_ipmasq(k, args, &conf, &ips);
-            [ipam.join(), spoofcheck.join(), ipmasq]
+            [released.join(), spoofcheck.join(), ipmasq]
         });
         return BridgeError::all(results);
     }
     // prevResult names the IPs: nothing else waits for the links, whose delete waits for
     // the kernel (an RCU grace period), so the other steps run meanwhile.
-    let (links, ipam, spoofcheck, ipmasq) = std::thread::scope(|s| {
+    let (links, released, spoofcheck, ipmasq) = std::thread::scope(|s| {
         let links = task::start(s, || delete_links(k, args, &conf, prev.as_ref(), &prev_ips));
-        let ipam = task::start(s, || release_ipam(k, args, &conf));
+        let released = task::start(s, || release_ipam(ipam, args, &conf));
         let spoofcheck = remove_spoofcheck(k, args, &conf);
         let ipmasq = remove_ipmasq(k, args, &conf, &prev_ips);
-        (links.join(), ipam.join(), spoofcheck, ipmasq)
+        (links.join(), released.join(), spoofcheck, ipmasq)
     });
     // A link address prevResult did not name (stale prevResult) may have rules of its own.
     // The teardown above removed the attachment's rules of prevResult's families whatever
@@ -73,13 +74,13 @@ pub fn del(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
         true => Ok(()),
         false => remove_ipmasq(k, args, &conf, &extra),
     };
-    BridgeError::all([links.map(drop), ipam, spoofcheck, ipmasq, extra_masq])
+    BridgeError::all([links.map(drop), released, spoofcheck, ipmasq, extra_masq])
 }
 
 /// Deletes the veth pair; returns `prev_ips` and the other global addresses the container
 /// interface had.
-fn delete_links(
-    k: &dyn Kernel,
+fn delete_links<K: Kernel>(
+    k: &K,
     args: &CmdArgs,
     conf: &BridgeConf,
     prev: Option<&CniResult>,
@@ -101,70 +102,77 @@ fn delete_links(
     Ok(ips)
 }
 
-fn release_ipam(k: &dyn Kernel, args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
+fn release_ipam(ipam: &dyn Ipam, args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
     if conf.is_layer3() {
-        k.ipam_run(&conf.ipam(args), "DEL")?;
+        ipam.run(&conf.ipam(args), "DEL")?;
         step::point("bridge.ipam-released")?;
     }
     Ok(())
 }
 
-fn remove_spoofcheck(k: &dyn Kernel, args: &CmdArgs, conf: &BridgeConf) -> Result<(), BridgeError> {
+fn remove_spoofcheck<K: Kernel>(
+    k: &K,
+    args: &CmdArgs,
+    conf: &BridgeConf,
+) -> Result<(), BridgeError> {
     if conf.macspoofchk {
-        k.teardown_spoofcheck(&args.container_id, &args.ifname)
-            .during(Op::RemoveSpoofCheck)?;
+        k.remove_spoof_check(&args.container_id, &args.ifname)
+            .during(|| "failed to remove mac spoof check")?;
         step::point("bridge.spoofcheck-removed")?;
     }
     Ok(())
 }
 
-fn remove_ipmasq(
-    k: &dyn Kernel,
+fn remove_ipmasq<K: Kernel>(
+    k: &K,
     args: &CmdArgs,
     conf: &BridgeConf,
     ips: &[IpNetwork],
 ) -> Result<(), BridgeError> {
     if conf.is_layer3() && conf.ip_masq {
-        k.teardown_ipmasq(&conf.attachment(args), ips)
-            .during(Op::RemoveIpMasq)?;
+        k.unmasquerade(&conf.attachment(args), ips)
+            .during(|| "failed to remove IP masquerading")?;
         step::point("bridge.ipmasq-removed")?;
     }
     Ok(())
 }
 
 /// Deletes the container interface and returns its global addresses.
-fn delete_container_link(k: &dyn Kernel, args: &CmdArgs) -> Result<ContainerSide, BridgeError> {
+fn delete_container_link<K: Kernel>(
+    k: &K,
+    args: &CmdArgs,
+) -> Result<ContainerSide<K::Netns>, BridgeError> {
     if args.netns.is_empty() {
         return Ok(ContainerSide::Unreachable);
     }
-    let netns = match k.open_netns(args) {
+    let netns = match k.open_netns(&args.netns, &args.opened_netns) {
         Ok(ns) => ns,
         Err(e @ (NetnsError::NotExist(_) | NetnsError::NotNetns { .. })) => {
             libcni::log!("bridge: DEL: container namespace is gone ({e}); cleaning up the rest");
             return Ok(ContainerSide::Unreachable);
         }
         Err(e) => {
-            return Err(e.at(Op::OpenNetns {
-                path: args.netns.clone(),
-            }));
+            return Err(e.at(format!("failed to open netns {path:?}", path = args.netns)));
         }
     };
-    let nl = k.links_in(&netns).during(Op::OpenNetlinkInContainer)?;
-    let Some(link) = nl.link_by_name(&args.ifname).during(Op::Lookup {
-        verb: "failed to lookup",
-        name: args.ifname.clone(),
-    })?
+    let nl = k
+        .links_in(&netns)
+        .during(|| "failed to open netlink socket in the container")?;
+    let Some(link) = nl
+        .link_by_name(&args.ifname)
+        .during(|| format!("failed to lookup {name:?}", name = args.ifname))?
     else {
         return Ok(ContainerSide::NoLink(netns));
     };
-    let addrs = nl.addresses(Some(link.index)).during(Op::GetAddrs {
-        ifname: args.ifname.clone(),
+    let addrs = nl.addresses(Some(link.index)).during(|| {
+        format!(
+            "failed to get IP addresses for {ifname:?}",
+            ifname = args.ifname
+        )
     })?;
     match nl.delete_link(link.index) {
         Err(e) if !e.is_no_device() => {
-            return Err(e.at(Op::Delete {
-                name: args.ifname.clone(),
-            }));
+            return Err(e.at(format!("failed to delete {name:?}", name = args.ifname)));
         }
         _ => {}
     }
@@ -181,37 +189,34 @@ fn delete_container_link(k: &dyn Kernel, args: &CmdArgs) -> Result<ContainerSide
 /// CNI_NETNS, a path that is no netns): delete the host ends recorded in prevResult that
 /// are still veth ports of our bridge and provably this attachment's. A dead namespace
 /// took the pair with it already.
-fn delete_host_veths(
-    k: &dyn Kernel,
+fn delete_host_veths<K: Kernel>(
+    k: &K,
     conf: &BridgeConf,
     prev: Option<&CniResult>,
-    named_ns: Option<&Sandbox>,
+    named_ns: Option<&K::Netns>,
 ) -> Result<(), BridgeError> {
     let Some(prev) = prev else {
         return Ok(());
     };
-    let host = k.host().during(Op::OpenNetlink)?;
-    let Some(br) = host.link_by_name(&conf.bridge).during(Op::Lookup {
-        verb: "failed to lookup",
-        name: conf.bridge.clone(),
-    })?
+    let host = k.host().during(|| "failed to open netlink socket")?;
+    let Some(br) = host
+        .link_by_name(&conf.bridge)
+        .during(|| format!("failed to lookup {name:?}", name = conf.bridge))?
     else {
         return Ok(());
     };
-    for veth in crate::host::result_veths(&*host, prev, &conf.bridge) {
+    for veth in crate::host::result_veths(&host, prev, &conf.bridge) {
         let (entry, link) = veth?;
         if link.master != Some(br.index) {
             continue;
         }
-        if let Err(why) = owned_by_us(&*host, entry, &link, named_ns) {
+        if let Err(why) = owned_by_us(k, &host, entry, &link, named_ns) {
             libcni::log!("bridge: DEL: leaving {:?} alone: {why}", entry.name);
             continue;
         }
         match host.delete_link(link.index) {
             Err(e) if !e.is_no_device() => {
-                return Err(e.at(Op::Delete {
-                    name: entry.name.clone(),
-                }));
+                return Err(e.at(format!("failed to delete {name:?}", name = entry.name)));
             }
             _ => {}
         }
@@ -222,11 +227,12 @@ fn delete_host_veths(
 /// A cached prevResult can be stale and veth names are reused, so a host veth is this
 /// attachment's only when its MAC is the one the result recorded (the kernel gives every
 /// veth a random MAC) and, when this DEL names a living namespace, its peer lives there.
-fn owned_by_us(
-    host: &dyn Links,
+fn owned_by_us<K: Kernel>(
+    k: &K,
+    host: &K::Conn,
     entry: &Interface,
     link: &Link,
-    named_ns: Option<&Sandbox>,
+    named_ns: Option<&K::Netns>,
 ) -> Result<(), NotOurs> {
     let recorded = parse_mac(&entry.mac).ok_or(NotOurs::NoRecordedMac)?;
     if link.mac != Some(recorded) {
@@ -235,7 +241,7 @@ fn owned_by_us(
         });
     }
     if let Some(ns) = named_ns {
-        let ns_id = host.netns_id(ns).map_err(NotOurs::PeerUnknown)?;
+        let ns_id = k.netns_id(host, ns).map_err(NotOurs::PeerUnknown)?;
         if ns_id.is_none() || link.peer_netns_id != ns_id {
             return Err(NotOurs::PeerElsewhere);
         }

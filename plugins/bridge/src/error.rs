@@ -1,6 +1,6 @@
 //! The bridge's one error type. Each kernel, namespace, firewall or I/O failure keeps its
-//! typed source (and so its errno) next to the step it broke, named by an [`Op`] that
-//! prints the reference's verb phrase. The CNI code, message and details are made in one
+//! typed source (and so its errno) next to the step it broke, named where the step runs in
+//! the reference's verb phrase ([`During::during`], [`Source::at`]). The CNI code, message and details are made in one
 //! place, `impl From<BridgeError> for libcni::Error`: 999 (Go's skel wraps untyped errors
 //! so) with `"<verb phrase>: <source>"`, the firewall tool's output in `details`.
 
@@ -9,11 +9,12 @@ use hostnet::netlink::NetlinkError;
 use hostnet::sysctl::SysctlError;
 use ipnetwork::IpNetwork;
 use libcni::error::code;
-use libcni::netns::NetnsError;
-use libcni::step::Injected;
+use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::net::IpAddr;
+use sysproc::netns::NetnsError;
+use sysproc::step::Injected;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
@@ -25,35 +26,35 @@ pub enum BridgeError {
     #[error(transparent)]
     Injected(#[from] Injected),
 
-    // A step that failed in the kernel, a namespace, a firewall tool or a file.
-    // (`op` is boxed: it is as big as a source, and errors travel in every `Result`.)
-    #[error("{op}: {source}")]
+    // A step that failed in the kernel, a namespace, a firewall tool or a file; `step` is
+    // the reference's phrase for it ("failed to set \"eth0\" up").
+    #[error("{step}: {source}")]
     Netlink {
-        op: Box<Op>,
+        step: Step,
         #[source]
         source: NetlinkError,
     },
-    #[error("{op}: {source}")]
+    #[error("{step}: {source}")]
     Netns {
-        op: Box<Op>,
+        step: Step,
         #[source]
         source: NetnsError,
     },
-    #[error("{op}: {source}")]
+    #[error("{step}: {source}")]
     Firewall {
-        op: Box<Op>,
+        step: Step,
         #[source]
         source: FirewallError,
     },
-    #[error("{op}: {source}")]
+    #[error("{step}: {source}")]
     Io {
-        op: Box<Op>,
+        step: Step,
         #[source]
         source: io::Error,
     },
-    #[error("{op}: {source}")]
+    #[error("{step}: {source}")]
     Sysctl {
-        op: Box<Op>,
+        step: Step,
         #[source]
         source: SysctlError,
     },
@@ -156,185 +157,13 @@ pub enum BridgeError {
     Several(Vec<BridgeError>),
 }
 
-/// The step that failed, printed as the reference's verb phrase. Names in it are those
-/// of links, namespaces and sysctls.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    OpenNetns {
-        path: String,
-    },
-    OpenNetlink,
-    OpenNetlinkInContainer,
-    /// `verb` is the reference's: "could not lookup", "failed to lookup", "failed to find
-    /// interface".
-    Lookup {
-        verb: &'static str,
-        name: String,
-    },
-    LookUpContainerIface,
-    AddBridge {
-        name: String,
-    },
-    SetBridgeMac,
-    SetVlanFiltering {
-        name: String,
-    },
-    SetPromisc {
-        name: String,
-    },
-    SetUp {
-        name: String,
-    },
-    Up {
-        name: String,
-    },
-    RandomVethName,
-    MakeVeth {
-        ifname: String,
-    },
-    Connect {
-        port: String,
-        bridge: String,
-    },
-    SetPortOptions {
-        port: String,
-    },
-    SetVlanTag {
-        port: String,
-    },
-    SetVlanTagOn {
-        port: String,
-    },
-    FindHostNetns,
-    CreateVlanGateway {
-        name: String,
-    },
-    SetUpSpoofCheck {
-        veth: String,
-        chain: String,
-    },
-    SetSysctl {
-        name: String,
-    },
-    EnterContainer,
-    AddContainerAddr {
-        addr: IpNetwork,
-        ifname: String,
-    },
-    SetContainerUp {
-        ifname: String,
-    },
-    Settle {
-        ifname: String,
-    },
-    AddRoute {
-        dst: IpNetwork,
-        gw: Option<IpAddr>,
-        ifname: String,
-    },
-    ListBridgeAddrs,
-    LookUpBridge,
-    RemoveBridgeAddr {
-        link: String,
-    },
-    AddBridgeAddr {
-        link: String,
-    },
-    EnableForwarding,
-    SetUpIpMasq {
-        ips: Vec<IpNetwork>,
-    },
-    ReadPortState,
-    LookUpTheBridge,
-    LookUpTheContainerIface,
-    ReadSpoofCheck,
-    ReadIpMasq,
-    ListContainerAddrs,
-    ListContainerRoutes,
-    GetAddrs {
-        ifname: String,
-    },
-    Delete {
-        name: String,
-    },
-    RemoveSpoofCheck,
-    RemoveIpMasq,
-    GcIpMasq,
-    GcSpoofCheck,
-    NetlinkUnavailable,
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use Op::*;
-        match self {
-            OpenNetns { path } => write!(f, "failed to open netns {path:?}"),
-            OpenNetlink => f.write_str("failed to open netlink socket"),
-            OpenNetlinkInContainer => f.write_str("failed to open netlink socket in the container"),
-            Lookup { verb, name } => write!(f, "{verb} {name:?}"),
-            LookUpContainerIface => f.write_str("failed to look up container interface"),
-            AddBridge { name } => write!(f, "could not add {name:?}"),
-            SetBridgeMac => f.write_str("could not set bridge's mac"),
-            SetVlanFiltering { name } => write!(f, "failed to set vlan_filtering on {name:?}"),
-            SetPromisc { name } => write!(f, "could not set promiscuous mode on {name:?}"),
-            SetUp { name } => write!(f, "failed to set {name:?} up"),
-            Up { name } => write!(f, "failed to up {name:?}"),
-            RandomVethName => f.write_str("failed to generate random veth name"),
-            MakeVeth { ifname } => write!(f, "failed to make veth pair for {ifname:?}"),
-            Connect { port, bridge } => write!(f, "failed to connect {port:?} to bridge {bridge}"),
-            SetPortOptions { port } => write!(f, "failed to set up port options for {port}"),
-            SetVlanTag { port } => write!(f, "failed to setup vlan tag on interface {port:?}"),
-            SetVlanTagOn { port } => write!(f, "failed to setup vlan tag on {port:?}"),
-            FindHostNetns => f.write_str("failed to find host namespace"),
-            CreateVlanGateway { name } => write!(f, "failed to create vlan gateway {name:?}"),
-            SetUpSpoofCheck { veth, chain } => write!(
-                f,
-                "failed to set up mac spoof check for {veth:?} (nft chain {chain:?} in table bridge nat)"
-            ),
-            SetSysctl { name } => write!(f, "failed to set {name}"),
-            EnterContainer => f.write_str("failed to enter the container namespace"),
-            AddContainerAddr { addr, ifname } => {
-                write!(f, "failed to add IP addr {addr} to {ifname:?}")
-            }
-            SetContainerUp { ifname } => write!(f, "failed to set {ifname:?} UP"),
-            Settle { ifname } => write!(
-                f,
-                "failed while waiting for addresses to settle on {ifname:?}"
-            ),
-            AddRoute { dst, gw, ifname } => {
-                write!(f, "failed to add route '{dst}{} dev {ifname}'", via(gw))
-            }
-            ListBridgeAddrs => f.write_str("could not get list of IP addresses"),
-            LookUpBridge => f.write_str("could not lookup bridge"),
-            RemoveBridgeAddr { link } => write!(f, "could not remove IP address from {link:?}"),
-            AddBridgeAddr { link } => write!(f, "could not add IP address to {link:?}"),
-            EnableForwarding => f.write_str("failed to enable forwarding"),
-            SetUpIpMasq { ips } => write!(f, "failed to set up IP masquerading for {ips:?}"),
-            ReadPortState => f.write_str("failed to read bridge port state"),
-            LookUpTheBridge => f.write_str("failed to look up the bridge"),
-            LookUpTheContainerIface => f.write_str("failed to look up the container interface"),
-            ReadSpoofCheck => f.write_str("failed to read mac spoof check rules"),
-            ReadIpMasq => f.write_str("failed to read masquerade rules"),
-            ListContainerAddrs => f.write_str("failed to list container addresses"),
-            ListContainerRoutes => f.write_str("failed to list container routes"),
-            GetAddrs { ifname } => write!(f, "failed to get IP addresses for {ifname:?}"),
-            Delete { name } => write!(f, "failed to delete {name:?}"),
-            RemoveSpoofCheck => f.write_str("failed to remove mac spoof check"),
-            RemoveIpMasq => f.write_str("failed to remove IP masquerading"),
-            GcIpMasq => f.write_str("failed to collect masquerade rules"),
-            GcSpoofCheck => f.write_str("failed to collect mac spoof check rules"),
-            NetlinkUnavailable => f.write_str("netlink unavailable"),
-        }
-    }
-}
-
 fn joined(all: &[BridgeError]) -> String {
     let messages: Vec<String> = all.iter().map(BridgeError::message).collect();
     messages.join("; ")
 }
 
 /// `" via <gw>"`, or nothing.
-fn via(gw: &Option<IpAddr>) -> String {
+pub fn via(gw: &Option<IpAddr>) -> String {
     gw.map(|g| format!(" via {g}")).unwrap_or_default()
 }
 
@@ -491,62 +320,66 @@ impl From<BridgeError> for libcni::Error {
     }
 }
 
-/// Names the step a typed failure broke: `nl.set_up(i).during(Op::SetUp { name })?`.
+/// A failed step's phrase: most are fixed, some name a link or an address.
+pub type Step = Cow<'static, str>;
+
+/// Names the step a typed failure broke, the phrase made only if it failed:
+/// `nl.set_up(i).during(|| format!("failed to set {name:?} up"))?`.
 pub trait During<T> {
-    fn during(self, op: Op) -> Result<T, BridgeError>;
+    fn during<S: Into<Step>>(self, step: impl FnOnce() -> S) -> Result<T, BridgeError>;
 }
 
 impl<T, E: Source> During<T> for Result<T, E> {
-    fn during(self, op: Op) -> Result<T, BridgeError> {
-        self.map_err(|e| e.at(op))
+    fn during<S: Into<Step>>(self, step: impl FnOnce() -> S) -> Result<T, BridgeError> {
+        self.map_err(|e| e.at(step()))
     }
 }
 
 /// A typed failure that can be the source of a step's error.
 pub trait Source {
-    fn at(self, op: Op) -> BridgeError;
+    fn at(self, step: impl Into<Step>) -> BridgeError;
 }
 
 impl Source for NetlinkError {
-    fn at(self, op: Op) -> BridgeError {
+    fn at(self, step: impl Into<Step>) -> BridgeError {
         BridgeError::Netlink {
-            op: Box::new(op),
+            step: step.into(),
             source: self,
         }
     }
 }
 
 impl Source for NetnsError {
-    fn at(self, op: Op) -> BridgeError {
+    fn at(self, step: impl Into<Step>) -> BridgeError {
         BridgeError::Netns {
-            op: Box::new(op),
+            step: step.into(),
             source: self,
         }
     }
 }
 
 impl Source for FirewallError {
-    fn at(self, op: Op) -> BridgeError {
+    fn at(self, step: impl Into<Step>) -> BridgeError {
         BridgeError::Firewall {
-            op: Box::new(op),
+            step: step.into(),
             source: self,
         }
     }
 }
 
 impl Source for SysctlError {
-    fn at(self, op: Op) -> BridgeError {
+    fn at(self, step: impl Into<Step>) -> BridgeError {
         BridgeError::Sysctl {
-            op: Box::new(op),
+            step: step.into(),
             source: self,
         }
     }
 }
 
 impl Source for io::Error {
-    fn at(self, op: Op) -> BridgeError {
+    fn at(self, step: impl Into<Step>) -> BridgeError {
         BridgeError::Io {
-            op: Box::new(op),
+            step: step.into(),
             source: self,
         }
     }
@@ -559,7 +392,7 @@ mod tests {
 
     #[test]
     fn kernel_failures_keep_the_errno_behind_the_reference_message() {
-        let e = io::Error::from_raw_os_error(13).at(Op::EnableForwarding);
+        let e = io::Error::from_raw_os_error(13).at("failed to enable forwarding");
         assert_eq!(e.errno(), Some(13));
         assert!(e.source().is_some());
         let wire = libcni::Error::from(e);
@@ -601,7 +434,7 @@ mod tests {
         );
     }
 
-    fn firewall(op: Op, stderr: &str) -> BridgeError {
+    fn firewall(step: &'static str, stderr: &str) -> BridgeError {
         use std::os::unix::process::ExitStatusExt;
         FirewallError::Failed {
             command: "nft -f -".into(),
@@ -609,13 +442,13 @@ mod tests {
             stderr: stderr.into(),
             script: None,
         }
-        .at(op)
+        .at(step)
     }
 
     #[test]
     fn one_failure_reads_as_it_would_alone() {
         assert!(BridgeError::all([Ok(()), Ok(())]).is_ok());
-        let alone = || firewall(Op::RemoveIpMasq, "Error: busy");
+        let alone = || firewall("failed to remove IP masquerading", "Error: busy");
         let e = BridgeError::all([Ok(()), Err(alone()), Ok(())]).unwrap_err();
         assert_eq!(libcni::Error::from(e), libcni::Error::from(alone()));
     }
@@ -626,9 +459,9 @@ mod tests {
         let e = BridgeError::all([
             Err(BridgeError::from(ipam)),
             Ok(()),
-            Err(firewall(Op::RemoveSpoofCheck, "Error: one")),
+            Err(firewall("failed to remove mac spoof check", "Error: one")),
             Err(BridgeError::all([
-                Err(firewall(Op::RemoveIpMasq, "Error: two")),
+                Err(firewall("failed to remove IP masquerading", "Error: two")),
                 Err(BridgeError::from(Injected("bridge.x".into()))),
             ])
             .unwrap_err()),

@@ -1,8 +1,9 @@
-//! GC and STATUS, which the reference never implemented for the bridge.
+//! GC, which the reference never implemented for the bridge.
 
 use crate::config::BridgeConf;
-use crate::error::{BridgeError, During, Op};
-use crate::kernel::Kernel;
+use crate::error::{BridgeError, During};
+use crate::ipam::Ipam;
+use hostnet::kernel::Kernel;
 use libcni::skel::CmdArgs;
 
 /// Removes the masquerade rules (both backends) and spoof-check chains of attachments of
@@ -10,7 +11,7 @@ use libcni::skel::CmdArgs;
 /// [`libcni::types::NetConf::gc_attachments`]), then forwards GC to the IPAM plugin.
 /// Without the key nothing is removed here (the IPAM plugin decides for itself).
 /// Every step runs; every failure is returned ([`BridgeError::all`]).
-pub fn gc(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
+pub fn gc<K: Kernel>(k: &K, ipam: &dyn Ipam, args: &CmdArgs) -> Result<(), BridgeError> {
     let conf = BridgeConf::load_for_teardown(&args.stdin_data, &args.args, "GC")?;
     let mut results = Vec::new();
     if let Some(valid) = conf.common.gc_attachments() {
@@ -18,44 +19,18 @@ pub fn gc(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
             .iter()
             .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
             .collect();
-        results.push(k.gc_ipmasq(conf.name(), &valid).during(Op::GcIpMasq));
-        // Spoof-check rules carry no network name: only those whose host veth is gone go.
-        results.push(k.gc_spoofcheck(&valid).during(Op::GcSpoofCheck));
-    }
-    if conf.is_layer3() {
         results.push(
-            k.ipam_run(&conf.ipam(args), "GC")
-                .map_err(BridgeError::from),
+            k.collect_masquerades(conf.name(), &valid)
+                .during(|| "failed to collect masquerade rules"),
+        );
+        // Spoof-check rules carry no network name: only those whose host veth is gone go.
+        results.push(
+            k.collect_spoof_checks(&valid)
+                .during(|| "failed to collect mac spoof check rules"),
         );
     }
-    BridgeError::all(results)
-}
-
-/// Ready unless the IPAM plugin says otherwise or the bridge name is taken by a link that
-/// is not a bridge (ADD would fail).
-pub fn status(k: &dyn Kernel, args: &CmdArgs) -> Result<(), BridgeError> {
-    let conf = BridgeConf::load(&args.stdin_data, &args.args)?;
-    let nl = k
-        .host()
-        .during(Op::NetlinkUnavailable)
-        .map_err(BridgeError::unavailable)?;
-    let link = nl
-        .link_by_name(&conf.bridge)
-        .during(Op::Lookup {
-            verb: "could not lookup",
-            name: conf.bridge.clone(),
-        })
-        .map_err(BridgeError::unavailable)?;
-    if let Some(link) = link
-        && link.kind.as_deref() != Some("bridge")
-    {
-        let e = BridgeError::NotABridge {
-            name: conf.bridge.clone(),
-        };
-        return Err(e.unavailable());
-    }
     if conf.is_layer3() {
-        k.ipam_run(&conf.ipam(args), "STATUS")?;
+        results.push(ipam.run(&conf.ipam(args), "GC").map_err(BridgeError::from));
     }
-    Ok(())
+    BridgeError::all(results)
 }

@@ -1,20 +1,20 @@
 //! Host-side kernel work: the bridge, its gateway addresses and the host end of the veth.
 
 use crate::config::BridgeConf;
-use crate::error::{BridgeError, During, Op, Source};
+use crate::error::{BridgeError, During, Source};
 use crate::gateway::Gateways;
-use crate::kernel::{Kernel, Links};
+use hostnet::kernel::{Kernel, Links};
 use hostnet::netlink::{IpFamily, Link};
 use ipnetwork::IpNetwork;
-use libcni::step;
 use libcni::types::{CniResult, Interface};
 use std::net::IpAddr;
+use sysproc::step;
 
 /// Creates the bridge if needed (a concurrent creator winning the race is fine), checks
 /// that an existing link of that name is a bridge, and brings it up. Errors carry the
 /// reference's `failed to create bridge "<name>": ` prefix.
-pub fn ensure_bridge(
-    k: &dyn Kernel,
+pub fn ensure_bridge<K: Kernel>(
+    k: &K,
     nl: &dyn Links,
     conf: &BridgeConf,
 ) -> Result<Link, BridgeError> {
@@ -24,17 +24,17 @@ pub fn ensure_bridge(
     })
 }
 
-fn create_or_reuse_bridge(
-    k: &dyn Kernel,
+fn create_or_reuse_bridge<K: Kernel>(
+    k: &K,
     nl: &dyn Links,
     conf: &BridgeConf,
 ) -> Result<Link, BridgeError> {
     let name = &conf.bridge;
     // Look first: on every ADD but a node's first the bridge exists, and one request does.
-    let (br, created) = match nl.link_by_name(name).during(Op::Lookup {
-        verb: "could not lookup",
-        name: name.clone(),
-    })? {
+    let (br, created) = match nl
+        .link_by_name(name)
+        .during(|| format!("could not lookup {name:?}"))?
+    {
         Some(link) => (link, false),
         None => {
             let created = match nl.create_bridge(name, conf.mtu) {
@@ -42,7 +42,7 @@ fn create_or_reuse_bridge(
                 // A concurrent ADD created it first.
                 Err(e) if e.is_exists() => false,
                 Err(e) => {
-                    return Err(e.at(Op::AddBridge { name: name.clone() }));
+                    return Err(e.at(format!("could not add {name:?}")));
                 }
             };
             (link_named(nl, name, "could not lookup")?, created)
@@ -52,31 +52,29 @@ fn create_or_reuse_bridge(
     // Pin the bridge's own random MAC now: a bridge with an unset MAC takes the lowest MAC
     // of its ports, so it would change as containers come and go.
     if let (true, Some(mac)) = (created, br.mac) {
-        nl.set_mac(br.index, mac).during(Op::SetBridgeMac)?;
+        nl.set_mac(br.index, mac)
+            .during(|| "could not set bridge's mac")?;
     }
     if created && conf.vlan_filtering() {
         nl.set_vlan_filtering(br.index, true)
-            .during(Op::SetVlanFiltering { name: name.clone() })?;
+            .during(|| format!("failed to set vlan_filtering on {name:?}"))?;
     }
     if conf.promisc_mode && !br.promisc {
         nl.set_promisc(br.index, true)
-            .during(Op::SetPromisc { name: name.clone() })?;
+            .during(|| format!("could not set promiscuous mode on {name:?}"))?;
     }
     // We own the routes of this interface. Errors are ignored as in the reference (no IPv6).
     let _ = k.host_sysctl(&["net", "ipv6", "conf", name, "accept_ra"], "0");
     if !br.admin_up {
         nl.set_up(br.index)
-            .during(Op::SetUp { name: name.clone() })?;
+            .during(|| format!("failed to set {name:?} up"))?;
     }
     Ok(br)
 }
 
 /// The link named `name`; its absence is an error in Go's words: `<verb> "<name>": Link not found`.
 pub fn link_named(nl: &dyn Links, name: &str, verb: &'static str) -> Result<Link, BridgeError> {
-    let op = || Op::Lookup {
-        verb,
-        name: name.to_string(),
-    };
+    let op = || format!("{verb} {name:?}");
     nl.link_by_name(name)
         .map_err(|e| e.at(op()))?
         .ok_or_else(|| BridgeError::LinkNotFound {
@@ -99,10 +97,9 @@ pub fn result_veths<'a>(
         .filter_map(|entry| match nl.link_by_name(&entry.name) {
             Ok(Some(link)) if link.kind.as_deref() == Some("veth") => Some(Ok((entry, link))),
             Ok(_) => None,
-            Err(e) => Some(Err(e.at(Op::Lookup {
-                verb: "failed to lookup",
-                name: entry.name.clone(),
-            }))),
+            Err(e) => Some(Err(
+                e.at(format!("failed to lookup {name:?}", name = entry.name))
+            )),
         })
 }
 
@@ -126,8 +123,8 @@ fn require_bridge(link: &Link) -> Result<(), BridgeError> {
 /// for each family that has one. When an address was added, pins the link's MAC to its
 /// current value (or it follows the lowest port MAC as ports churn) and returns the link
 /// as read for that. Errors carry the reference's `failed to set bridge addr: ` prefix.
-pub fn ensure_gateways(
-    k: &dyn Kernel,
+pub fn ensure_gateways<K: Kernel>(
+    k: &K,
     nl: &dyn Links,
     link: &Link,
     gateways: &Gateways,
@@ -140,7 +137,7 @@ pub fn ensure_gateways(
     // One dump of both families, kept current as gateways are added and replaced.
     let mut present: Vec<IpNetwork> = nl
         .addresses(Some(link.index))
-        .during(Op::ListBridgeAddrs)
+        .during(|| "could not get list of IP addresses")
         .map_err(set_addr)?
         .into_iter()
         .map(|a| a.addr)
@@ -162,11 +159,11 @@ pub fn ensure_gateways(
     }
     let now = nl
         .link_by_index(link.index)
-        .during(Op::LookUpBridge)
+        .during(|| "could not lookup bridge")
         .map_err(set_addr)?;
     if let Some(mac) = now.mac {
         nl.set_mac(link.index, mac)
-            .during(Op::SetBridgeMac)
+            .during(|| "could not set bridge's mac")
             .map_err(set_addr)?;
     }
     Ok(Some(now))
@@ -200,9 +197,8 @@ fn ensure_gateway_addr(
                     gw,
                 });
             }
-            nl.del_address(br.index, a).during(Op::RemoveBridgeAddr {
-                link: br.name.clone(),
-            })?;
+            nl.del_address(br.index, a)
+                .during(|| format!("could not remove IP address from {link:?}", link = br.name))?;
             present.retain(|p| *p != a);
         }
     }
@@ -215,9 +211,10 @@ fn ensure_gateway_addr(
         Ok(()) => {}
         Err(e) if e.is_exists() => {}
         Err(e) => {
-            return Err(e.at(Op::AddBridgeAddr {
-                link: br.name.clone(),
-            }));
+            return Err(e.at(format!(
+                "could not add IP address to {link:?}",
+                link = br.name
+            )));
         }
     }
     present.push(gw);
@@ -225,12 +222,13 @@ fn ensure_gateway_addr(
 }
 
 /// Turns on forwarding for the family (written only when not already 1).
-fn enable_forwarding(k: &dyn Kernel, family: IpFamily) -> Result<(), BridgeError> {
+fn enable_forwarding<K: Kernel>(k: &K, family: IpFamily) -> Result<(), BridgeError> {
     let name: &[&str] = match family {
         IpFamily::V4 => &["net", "ipv4", "ip_forward"],
         IpFamily::V6 => &["net", "ipv6", "conf", "all", "forwarding"],
     };
-    k.host_sysctl(name, "1").during(Op::EnableForwarding)
+    k.host_sysctl(name, "1")
+        .during(|| "failed to enable forwarding")
 }
 
 /// A random host veth name, `veth` + 8 hex digits (Go `RandomVethName`).
@@ -239,7 +237,7 @@ pub fn random_veth_name() -> Result<String, BridgeError> {
     let mut bytes = [0u8; 4];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
-        .during(Op::RandomVethName)?;
+        .during(|| "failed to generate random veth name")?;
     Ok(format!(
         "veth{}",
         bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
@@ -248,47 +246,47 @@ pub fn random_veth_name() -> Result<String, BridgeError> {
 
 /// The VLAN gateway interface `<bridge>.<vlan>` (Go `ensureVlanInterface`): one end of a
 /// veth pair in the host whose other end is a port of the bridge in that VLAN.
-pub fn ensure_vlan_interface(
-    k: &dyn Kernel,
-    nl: &dyn Links,
+pub fn ensure_vlan_interface<K: Kernel>(
+    k: &K,
+    nl: &K::Conn,
     br: &Link,
     conf: &BridgeConf,
 ) -> Result<Link, BridgeError> {
     let name = format!("{}.{}", br.name, conf.vlan);
-    let find = || Op::Lookup {
-        verb: "failed to find interface",
-        name: name.clone(),
-    };
-    if let Some(link) = nl.link_by_name(&name).during(find())? {
+    let find = || format!("failed to find interface {name:?}");
+    if let Some(link) = nl.link_by_name(&name).during(find)? {
         return Ok(link);
     }
-    let own = k.own_netns().during(Op::FindHostNetns)?;
+    let own = k.own_netns().during(|| "failed to find host namespace")?;
     let port_name = random_veth_name()?;
-    match nl.create_veth(&port_name, &name, Some(br.mtu), None, &own) {
+    match k.create_veth(nl, &port_name, &name, Some(br.mtu), None, &own) {
         Ok(()) => {}
         // A concurrent ADD created it first: use theirs (they configure its port).
         Err(e) if e.is_exists() => {
-            if let Some(link) = nl.link_by_name(&name).during(find())? {
+            if let Some(link) = nl.link_by_name(&name).during(find)? {
                 return Ok(link);
             }
-            return Err(e.at(Op::CreateVlanGateway { name }));
+            return Err(e.at(format!("failed to create vlan gateway {name:?}")));
         }
-        Err(e) => return Err(e.at(Op::CreateVlanGateway { name })),
+        Err(e) => return Err(e.at(format!("failed to create vlan gateway {name:?}"))),
     }
     let port = link_named(nl, &port_name, "failed to lookup")?;
     let gw = link_named(nl, &name, "failed to lookup")?;
-    nl.set_master(port.index, br.index).during(Op::Connect {
-        port: port_name.clone(),
-        bridge: br.name.clone(),
+    nl.set_master(port.index, br.index).during(|| {
+        format!(
+            "failed to connect {port_name:?} to bridge {bridge}",
+            bridge = br.name
+        )
     })?;
     let access_only = BridgeConf {
         vlan_trunk: Vec::new(),
         ..conf.clone()
     };
-    crate::vlan::configure_port(nl, port.index, &access_only).during(Op::SetVlanTagOn {
-        port: port_name.clone(),
-    })?;
-    nl.set_up(port.index).during(Op::Up { name: port_name })?;
-    nl.set_up(gw.index).during(Op::Up { name })?;
+    crate::vlan::configure_port(nl, port.index, &access_only)
+        .during(|| format!("failed to setup vlan tag on {port_name:?}"))?;
+    nl.set_up(port.index)
+        .during(|| format!("failed to up {port_name:?}"))?;
+    nl.set_up(gw.index)
+        .during(|| format!("failed to up {name:?}"))?;
     Ok(gw)
 }

@@ -10,17 +10,19 @@ mod error;
 mod gateway;
 mod gc;
 mod host;
+mod ipam;
 mod ipam_result;
-mod kernel;
 mod rollback;
+mod status;
 mod vlan;
 
 #[cfg(test)]
 mod tests;
 
-use kernel::Real;
+use hostnet::kernel::HostKernel;
+use ipam::IpamPlugin;
+use libcni::Error;
 use libcni::skel::{CmdArgs, Plugin};
-use libcni::{CniResult, Error};
 
 // Each verb returns a `BridgeError`; `?` here turns it into the CNI error the runtime
 // reads (`impl From<BridgeError> for libcni::Error`, the one mapping).
@@ -28,23 +30,20 @@ use libcni::{CniResult, Error};
 pub struct Bridge;
 
 impl Plugin for Bridge {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        Ok(add::add(&Real, args)?.result)
-    }
     /// ADD renders its result inside its rollback scope; skel prints that string.
-    fn add_json(&self, args: &CmdArgs) -> Result<String, Error> {
-        Ok(add::add(&Real, args)?.json)
+    fn add(&self, args: &CmdArgs) -> Result<String, Error> {
+        Ok(add::add(&HostKernel, &IpamPlugin, args)?)
     }
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(del::del(&Real, args)?)
+        Ok(del::del(&HostKernel, &IpamPlugin, args)?)
     }
     fn check(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(check::check(&Real, args)?)
+        Ok(check::check(&HostKernel, &IpamPlugin, args)?)
     }
     fn status(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(gc::status(&Real, args)?)
+        Ok(status::status(&HostKernel, &IpamPlugin, args)?)
     }
     fn gc(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(gc::gc(&Real, args)?)
+        Ok(gc::gc(&HostKernel, &IpamPlugin, args)?)
     }
 }

@@ -2,7 +2,8 @@
 //! the IP reservation (the link goes before the IP, so the IP is never in use twice).
 
 use crate::config::BridgeConf;
-use crate::kernel::{Kernel, Links};
+use crate::ipam::Ipam;
+use hostnet::kernel::{Kernel, Links};
 use ipnetwork::IpNetwork;
 use libcni::skel::CmdArgs;
 
@@ -18,17 +19,24 @@ pub struct Rollback {
 
 impl Rollback {
     /// Best effort: every step runs, failures are logged to stderr.
-    pub fn run(self, k: &dyn Kernel, host: &dyn Links, conf: &BridgeConf, args: &CmdArgs) {
+    pub fn run<K: Kernel>(
+        self,
+        k: &K,
+        ipam: &dyn Ipam,
+        host: &dyn Links,
+        conf: &BridgeConf,
+        args: &CmdArgs,
+    ) {
         let log =
             |what: &str, e: &dyn std::fmt::Display| libcni::log!("bridge: rollback: {what}: {e}");
         if !self.ipmasq.is_empty() {
             let att = conf.attachment(args);
-            if let Err(e) = k.teardown_ipmasq(&att, &self.ipmasq) {
+            if let Err(e) = k.unmasquerade(&att, &self.ipmasq) {
                 log("remove masquerade rules", &e);
             }
         }
         if self.spoofcheck
-            && let Err(e) = k.teardown_spoofcheck(&args.container_id, &args.ifname)
+            && let Err(e) = k.remove_spoof_check(&args.container_id, &args.ifname)
         {
             log("remove mac spoof check", &e);
         }
@@ -41,11 +49,10 @@ impl Rollback {
                 _ => {}
             }
         }
-        if self.ipam {
-            let ipam = conf.ipam(args);
-            if let Err(e) = k.ipam_run(&ipam, "DEL") {
-                log("release IP", &e);
-            }
+        if self.ipam
+            && let Err(e) = ipam.run(&conf.ipam(args), "DEL")
+        {
+            log("release IP", &e);
         }
     }
 }

@@ -3,7 +3,7 @@
 //! hostnet at the byte level; applying them needs a kernel that supports it.
 
 use crate::config::BridgeConf;
-use crate::kernel::Links;
+use hostnet::kernel::Links;
 use hostnet::netlink::NetlinkError;
 
 /// The bridge's default VLAN, which every new port gets as PVID.

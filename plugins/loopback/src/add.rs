@@ -6,6 +6,7 @@
 //! result to the real 0.1.0 shape (`ip4`, `ip6`), labeled 0.1.0.
 
 use crate::lo;
+use hostnet::kernel::Kernel;
 use libcni::skel::CmdArgs;
 use libcni::types::{Interface, IpConfig, NetConf};
 use libcni::{CniResult, Error};
@@ -15,7 +16,7 @@ const OWN_RESULT_SHAPE: &str = "1.0.0";
 /// ... and the one it prints for a config that names no version.
 const UNVERSIONED_SHAPE: &str = "0.1.0";
 
-pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
+pub fn add<K: Kernel>(k: &K, args: &CmdArgs) -> Result<CniResult, Error> {
     let conf = NetConf::parse(&args.stdin_data)?;
     // Read before touching the node, as the reference does.
     let prev =
@@ -25,7 +26,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, Error> {
             })?),
             None => None,
         };
-    let addrs = lo::bring_up(args)?;
+    let addrs = lo::bring_up(k, args)?;
     if let Some(mut prev) = prev {
         prev.cni_version = args.version.to_string();
         return Ok(prev);

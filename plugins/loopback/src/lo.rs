@@ -2,13 +2,14 @@
 //! touches. Messages follow the reference (Go netlink's "Link not found", the netns
 //! package's "failed to Statfs ...").
 
-use hostnet::netlink::{Link, Netlink, NetlinkError};
+use hostnet::kernel::{Kernel, Links};
+use hostnet::netlink::{Link, NetlinkError};
 use ipnetwork::IpNetwork;
 use libcni::Error;
-use libcni::goquote::quote;
-use libcni::netns::NetnsError;
 use libcni::skel::CmdArgs;
 use std::net::IpAddr;
+use sysproc::goquote::quote;
+use sysproc::netns::NetnsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoError {
@@ -39,9 +40,9 @@ pub struct LoAddrs {
 
 /// A netlink connection inside the call's namespace (CNI_NETNS, opened once per call and
 /// shared with skel), and its `lo`.
-fn open(args: &CmdArgs) -> Result<(Netlink, Link), LoError> {
-    let netns = args.open_netns()?;
-    let nl = Netlink::in_netns(&netns)?;
+fn open<K: Kernel>(k: &K, args: &CmdArgs) -> Result<(K::Conn, Link), LoError> {
+    let netns = k.open_netns(&args.netns, &args.opened_netns)?;
+    let nl = k.links_in(&netns)?;
     let link = nl.link_by_name("lo")?.ok_or(LoError::Missing)?;
     Ok((nl, link))
 }
@@ -49,8 +50,8 @@ fn open(args: &CmdArgs) -> Result<(Netlink, Link), LoError> {
 /// Brings `lo` up and reads its addresses: the kernel gives it 127.0.0.1/8 and ::1/128
 /// (the latter unless IPv6 is disabled) as it comes up. An address that is not a loopback
 /// address is an error, as in the reference (after `lo` is up, as there).
-pub fn bring_up(args: &CmdArgs) -> Result<LoAddrs, LoError> {
-    let (nl, link) = open(args)?;
+pub fn bring_up<K: Kernel>(k: &K, args: &CmdArgs) -> Result<LoAddrs, LoError> {
+    let (nl, link) = open(k, args)?;
     nl.set_up(link.index)?;
     let addrs: Vec<IpNetwork> = nl
         .addresses(Some(link.index))?
@@ -67,8 +68,8 @@ pub fn bring_up(args: &CmdArgs) -> Result<LoAddrs, LoError> {
 }
 
 /// CHECK: `lo` must be administratively up.
-pub fn check(args: &CmdArgs) -> Result<(), LoError> {
-    let (_, link) = open(args)?;
+pub fn check<K: Kernel>(k: &K, args: &CmdArgs) -> Result<(), LoError> {
+    let (_, link) = open(k, args)?;
     if link.admin_up {
         Ok(())
     } else {
@@ -76,8 +77,19 @@ pub fn check(args: &CmdArgs) -> Result<(), LoError> {
     }
 }
 
-pub fn set_down(args: &CmdArgs) -> Result<(), LoError> {
-    let (nl, link) = open(args)?;
+/// DEL: best effort and never an error: `lo` holds nothing that could leak, and a failing
+/// DEL would only keep the runtime from tearing the pod down.
+pub fn del<K: Kernel>(k: &K, args: &CmdArgs) {
+    if args.netns.is_empty() {
+        return;
+    }
+    if let Err(e) = set_down(k, args) {
+        libcni::log!("loopback: DEL: leaving lo as it is: {e}");
+    }
+}
+
+fn set_down<K: Kernel>(k: &K, args: &CmdArgs) -> Result<(), LoError> {
+    let (nl, link) = open(k, args)?;
     Ok(nl.set_down(link.index)?)
 }
 

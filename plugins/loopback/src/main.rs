@@ -6,32 +6,26 @@
 
 mod add;
 mod lo;
+#[cfg(test)]
+mod tests;
 
+use hostnet::kernel::HostKernel;
+use libcni::Error;
 use libcni::skel::{CmdArgs, Plugin, plugin_main};
-use libcni::{CniResult, Error};
 
 struct Loopback;
 
 impl Plugin for Loopback {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        add::add(args)
-    }
-    fn result_json(&self, result: &CniResult, config_version: &str) -> Result<String, Error> {
-        add::result_json(result, config_version)
+    fn add(&self, args: &CmdArgs) -> Result<String, Error> {
+        add::result_json(&add::add(&HostKernel, args)?, &args.version.to_string())
     }
     /// Fails like the reference when the namespace cannot be opened or `lo` is down.
     fn check(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(lo::check(args)?)
+        Ok(lo::check(&HostKernel, args)?)
     }
-    /// Best effort and never an error: `lo` holds nothing that could leak, and a failing
-    /// DEL would only keep the runtime from tearing the pod down.
+    /// Never an error (`lo::del`).
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
-        if args.netns.is_empty() {
-            return Ok(());
-        }
-        if let Err(e) = lo::set_down(args) {
-            libcni::log!("loopback: DEL: leaving lo as it is: {e}");
-        }
+        lo::del(&HostKernel, args);
         Ok(())
     }
     fn status(&self, _: &CmdArgs) -> Result<(), Error> {

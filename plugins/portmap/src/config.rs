@@ -93,7 +93,7 @@ impl PortmapConf {
             Some(other) => {
                 return Err(invalid(format!(
                     "unrecognized backend {}",
-                    libcni::goquote::quote(other)
+                    sysproc::goquote::quote(other)
                 )));
             }
         };

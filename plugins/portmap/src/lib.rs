@@ -14,8 +14,9 @@ use libcni::{CniResult, Error};
 pub struct Portmap;
 
 impl Plugin for Portmap {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, Error> {
-        Ok(add::add(args)?)
+    fn add(&self, args: &CmdArgs) -> Result<String, Error> {
+        let result: CniResult = add::add(args)?;
+        result.to_json_at(args.version)
     }
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
         Ok(teardown::del(args)?)

@@ -3,13 +3,13 @@
 
 #![forbid(unsafe_code)]
 
+use libcni::Error;
 use libcni::skel::{CmdArgs, Plugin, plugin_main};
-use libcni::{CniResult, Error};
 
 struct Panicking;
 
 impl Plugin for Panicking {
-    fn add(&self, _: &CmdArgs) -> Result<CniResult, Error> {
+    fn add(&self, _: &CmdArgs) -> Result<String, Error> {
         panic!("ADD went wrong")
     }
     fn del(&self, _: &CmdArgs) -> Result<(), Error> {

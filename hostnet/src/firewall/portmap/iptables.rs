@@ -251,7 +251,7 @@ pub fn gc(network: &str, valid: &[&str]) -> Result<()> {
 
 fn both_families(op: impl Fn(bool) -> Result<()> + Sync) -> Result<()> {
     let (v4, v6) = std::thread::scope(|s| {
-        let v6 = libcni::task::start(s, || op(true));
+        let v6 = sysproc::task::start(s, || op(true));
         (op(false), v6.join())
     });
     FirewallError::collect([v4, v6].into_iter().filter_map(Result::err).collect())

@@ -159,7 +159,7 @@ pub fn remove(backend: Option<Backend>, network: &str, container_id: &str) -> Re
         Some(Backend::NfTables) => counted(nft(), nftables_usable),
         None => {
             let (a, b) = std::thread::scope(|s| {
-                let nft = libcni::task::start(s, || counted(nft(), nftables_usable));
+                let nft = sysproc::task::start(s, || counted(nft(), nftables_usable));
                 (counted(ipt(), iptables_usable), nft.join())
             });
             FirewallError::collect([a, b].into_iter().filter_map(Result::err).collect())
@@ -199,11 +199,11 @@ fn per_family(ips: &[IpNetwork], op: impl Fn(&IpNetwork) -> Result<()> + Sync) -
         let op = &op;
         let started: Vec<_> = ips
             .iter()
-            .map(|ip| libcni::task::start(s, move || op(ip)))
+            .map(|ip| sysproc::task::start(s, move || op(ip)))
             .collect();
         started
             .into_iter()
-            .map(libcni::task::Started::join)
+            .map(sysproc::task::Started::join)
             .collect()
     });
     FirewallError::collect(results.into_iter().filter_map(Result::err).collect())

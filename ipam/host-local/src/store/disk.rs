@@ -11,7 +11,6 @@
 use super::index::{self, Entry, Stamp, Tag};
 use super::lock::{self, LOCK_FILE};
 use super::{Attachment, Holder, Store, StoreError};
-use libcni::step;
 use nix::libc;
 use std::collections::HashSet;
 use std::fs::{self, File, FileTimes, OpenOptions};
@@ -20,6 +19,7 @@ use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use sysproc::step;
 
 pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
 /// A lease is written under this name, then linked under its address, so it appears with

@@ -89,7 +89,7 @@ pub enum StoreError {
         source: io::Error,
     },
     #[error(transparent)]
-    Injected(#[from] libcni::step::Injected),
+    Injected(#[from] sysproc::step::Injected),
     #[error("{} is not a directory", .0.display())]
     NotADirectory(PathBuf),
     #[error("{} is a {what}, not a regular file: remove it", path.display())]

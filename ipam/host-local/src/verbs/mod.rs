@@ -16,8 +16,8 @@ use libcni::skel::{CmdArgs, Plugin};
 pub struct HostLocal;
 
 impl Plugin for HostLocal {
-    fn add(&self, args: &CmdArgs) -> Result<libcni::CniResult, Error> {
-        Ok(add::run(args)?)
+    fn add(&self, args: &CmdArgs) -> Result<String, Error> {
+        add::run(args)?.to_json_at(args.version)
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {

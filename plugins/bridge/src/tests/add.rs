@@ -8,7 +8,7 @@ use serde_json::json;
 #[test]
 fn configures_the_node_in_the_reference_order() {
     let k = node();
-    let result = crate::add::add(&k, &args(&conf())).unwrap().result;
+    let result = k.add(&args(&conf())).unwrap().result;
     let veth = host_veth(&result);
     let log = k.take_log();
     assert_in_order(
@@ -52,7 +52,7 @@ fn configures_the_node_in_the_reference_order() {
         result.interfaces[0].mac,
         crate::config::mac_string(bridge_mac)
     );
-    assert!(k.state().leased);
+    assert!(k.ipam.leased());
     assert_eq!(k.state().rules.len(), 2);
 }
 
@@ -148,7 +148,7 @@ fn a_failure_at_each_step_is_rolled_back_in_order() {
     for (step, undo) in STEPS {
         let k = node();
         k.fail(step);
-        let e = crate::add::add(&k, &args(&conf())).expect_err(step);
+        let e = k.add(&args(&conf())).expect_err(step);
         let log = k.take_log();
         // The failed call was the last change; everything after it is the rollback.
         let rollback: Vec<&str> = log
@@ -170,7 +170,7 @@ fn a_failure_at_each_step_is_rolled_back_in_order() {
 fn failures_carry_the_reference_message_and_the_errno() {
     let k = node();
     k.fail("host: set_master");
-    let e = crate::add::add(&k, &args(&conf())).unwrap_err();
+    let e = k.add(&args(&conf())).unwrap_err();
     assert_eq!(e.errno(), Some(1));
     let wire = libcni::Error::from(e);
     assert_eq!(wire.code, 999);
@@ -183,7 +183,7 @@ fn failures_carry_the_reference_message_and_the_errno() {
 
     let k = node();
     k.fail("host: create_bridge");
-    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    let e = libcni::Error::from(k.add(&args(&conf())).unwrap_err());
     assert!(
         e.msg
             .starts_with("failed to create bridge \"cni0\": could not add \"cni0\": ")
@@ -192,7 +192,7 @@ fn failures_carry_the_reference_message_and_the_errno() {
     // IPAM's own error comes back as it is, code included.
     let k = node();
     k.fail("ipam: ADD");
-    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    let e = libcni::Error::from(k.add(&args(&conf())).unwrap_err());
     assert_eq!((e.code, e.msg.as_str()), (11, "fake IPAM ADD failure"));
 }
 
@@ -201,7 +201,7 @@ fn a_link_failure_and_an_ipam_failure_are_both_reported() {
     let k = node();
     k.fail("host: create_veth");
     k.fail("ipam: ADD");
-    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    let e = libcni::Error::from(k.add(&args(&conf())).unwrap_err());
     // The link's error first (the reference's order), with its code.
     assert_eq!(e.code, 999, "{}", e.msg);
     assert!(
@@ -220,7 +220,7 @@ fn a_container_address_failure_and_a_masquerade_failure_are_both_reported() {
     let k = node();
     k.fail("/run/netns/ctr: add_address");
     k.fail("fw: setup ipmasq");
-    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    let e = libcni::Error::from(k.add(&args(&conf())).unwrap_err());
     let parts: Vec<&str> = e.msg.split("; ").collect();
     assert_eq!(parts.len(), 2, "{}", e.msg);
     assert!(parts[0].contains("add_address"), "{}", e.msg);
@@ -240,7 +240,7 @@ fn no_masquerade_tool_is_started_without_addresses_or_masquerade() {
     let l2 = conf_with(&[("ipam", json!({})), ("isGateway", json!(false))]);
     for conf in [l2, conf_with(&[("ipMasq", json!(false))])] {
         let k = node();
-        crate::add::add(&k, &args(&conf)).unwrap();
+        k.add(&args(&conf)).unwrap();
         let log = k.take_log();
         assert!(
             !log.iter().any(|l| l.contains("ipmasq")),
@@ -254,19 +254,19 @@ fn best_effort_sysctls_do_not_fail_add() {
     let k = node();
     k.fail(&format!("{CTR}: sysctl net.ipv4.conf.eth0.arp_notify"));
     k.fail("host: sysctl net.ipv6.conf.cni0.accept_ra");
-    crate::add::add(&k, &args(&conf())).unwrap();
+    k.add(&args(&conf())).unwrap();
 }
 
 #[test]
 fn an_existing_container_interface_is_refused_before_anything_is_made() {
     let k = node();
-    let sandbox = crate::kernel::Sandbox::Fake(CTR.into());
-    use crate::kernel::Kernel;
+    use hostnet::kernel::Kernel;
+    let ctr = hostnet::kernel::fake::FakeNetns(CTR.into());
     let host = k.host().unwrap();
-    host.create_veth("vethx", "eth0", None, None, &sandbox)
+    k.create_veth(&host, "vethx", "eth0", None, None, &ctr)
         .unwrap();
     k.take_log();
-    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    let e = libcni::Error::from(k.add(&args(&conf())).unwrap_err());
     assert_eq!(e.msg, "container veth name (\"eth0\") already exists");
     let log = k.take_log();
     assert!(
@@ -281,7 +281,7 @@ fn a_bridge_address_failure_carries_the_reference_prefix() {
     let k = node();
     // The first link_by_index is the bridge's re-read after its gateway address went on.
     k.fail("host: link_by_index");
-    let e = libcni::Error::from(crate::add::add(&k, &args(&conf())).unwrap_err());
+    let e = libcni::Error::from(k.add(&args(&conf())).unwrap_err());
     assert!(
         e.msg
             .starts_with("failed to set bridge addr: could not lookup bridge: "),

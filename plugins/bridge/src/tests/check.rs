@@ -2,8 +2,8 @@
 
 use super::*;
 
-fn check(k: &Fake, result: &CniResult) -> Result<(), libcni::Error> {
-    Ok(crate::check::check(k, &args(&conf_prev(result)))?)
+fn check(k: &Node, result: &CniResult) -> Result<(), libcni::Error> {
+    Ok(k.check(&args(&conf_prev(result)))?)
 }
 
 #[test]
@@ -15,7 +15,7 @@ fn passes_right_after_add_and_asks_ipam_first() {
 
 #[test]
 fn each_drift_is_noticed() {
-    type Drift = fn(&Fake, &str);
+    type Drift = fn(&Node, &str);
     let cases: &[(&str, Drift, &str)] = &[
         (
             "bridge MAC",

@@ -4,15 +4,15 @@
 
 use super::*;
 
-fn del(k: &Fake, conf: &str, netns: &str) -> Result<(), crate::error::BridgeError> {
+fn del(k: &Node, conf: &str, netns: &str) -> Result<(), crate::error::BridgeError> {
     let mut a = args(conf);
     a.netns = netns.into();
-    crate::del::del(k, &a)
+    k.del(&a)
 }
 
 /// Breaks the container side without touching the host end: the container interface is
 /// renamed (DEL finds no `eth0` in a living namespace).
-fn rename_container_iface(k: &Fake) {
+fn rename_container_iface(k: &Node) {
     k.edit_link(CTR, "eth0", |l| l.name = "eth9".into());
 }
 
@@ -64,7 +64,7 @@ fn a_namespace_without_the_link_still_loses_our_host_end() {
     rename_container_iface(&k);
     del(&k, &conf_prev(&result), CTR).unwrap();
     assert!(k.link(HOST, &host_veth(&result)).is_none());
-    assert!(!k.state().leased);
+    assert!(!k.ipam.leased());
 }
 
 #[test]
@@ -95,14 +95,14 @@ fn a_host_veth_that_is_not_ours_is_left_alone() {
     del(&k, &conf_prev(&result), CTR).unwrap();
     assert!(k.link(HOST, &veth).is_some());
     // The rest is cleaned all the same.
-    assert!(!k.state().leased);
+    assert!(!k.ipam.leased());
     assert!(k.state().rules.is_empty());
 }
 
 #[test]
 fn a_gone_ip_record_or_firewall_rule_is_no_failure() {
     let (k, result) = added();
-    k.state().leased = false;
+    k.ipam.set_leased(false);
     k.state().rules.clear();
     del(&k, &conf_prev(&result), CTR).unwrap();
     assert_clean(&k);
@@ -136,7 +136,7 @@ fn one_failure_reads_as_before() {
         "failed to remove IP masquerading: \
          failed to run fw: teardown ipmasq net c1 eth0: Operation not permitted (os error 1)"
     );
-    assert!(!k.state().leased);
+    assert!(!k.ipam.leased());
 }
 
 #[test]
@@ -151,13 +151,13 @@ fn without_prev_result_a_failed_link_delete_stops_del() {
         "{}",
         e.msg
     );
-    assert!(k.state().leased);
+    assert!(k.ipam.leased());
     assert!(!k.take_log().iter().any(|l| l.starts_with("ipam")));
 }
 
 #[test]
 fn a_gone_host_veth_is_no_failure() {
-    let drop_host_end = |k: &Fake, veth: &str| {
+    let drop_host_end = |k: &Node, veth: &str| {
         let mut st = k.state();
         let host = st.namespaces.get_mut(HOST).unwrap();
         host.links.retain(|l| l.name != veth);
@@ -172,6 +172,6 @@ fn a_gone_host_veth_is_no_failure() {
     drop_host_end(&k, &host_veth(&result));
     rename_container_iface(&k);
     del(&k, &conf_prev(&result), CTR).unwrap();
-    assert!(!k.state().leased);
+    assert!(!k.ipam.leased());
     assert!(k.state().rules.is_empty());
 }

@@ -1,12 +1,15 @@
-//! The verbs against the recording fake node (`kernel/fake.rs`): ADD's order and rollback
+//! The verbs against hostnet's recording fake kernel and an IPAM stand-in (`ipam.rs`): ADD's order and rollback
 //! after a failure at each step, DEL with each piece missing, CHECK's decisions, GC. No
 //! root, no kernel: these run everywhere in milliseconds.
 
 mod add;
 mod check;
 mod del;
+mod ipam;
 
-use crate::kernel::fake::{Fake, HOST};
+use crate::error::BridgeError;
+use hostnet::kernel::fake::{FakeKernel, HOST};
+use ipam::FakeIpam;
 use libcni::skel::CmdArgs;
 use libcni::types::CniResult;
 use serde_json::Value;
@@ -50,23 +53,66 @@ fn args(conf: &str) -> CmdArgs {
     }
 }
 
+/// The node the verbs see: the fake kernel (its state, log and failures are the node's,
+/// through `Deref`) and the IPAM plugin.
+struct Node {
+    kernel: FakeKernel,
+    ipam: FakeIpam,
+}
+
+impl std::ops::Deref for Node {
+    type Target = FakeKernel;
+    fn deref(&self) -> &FakeKernel {
+        &self.kernel
+    }
+}
+
+impl Node {
+    /// ADD, and the result it prints.
+    fn add(&self, args: &CmdArgs) -> Result<Added, BridgeError> {
+        let json = crate::add::add(&self.kernel, &self.ipam, args)?;
+        let result = CniResult::parse_bytes(json.as_bytes(), &args.version.to_string())
+            .expect("ADD prints a result of its version");
+        Ok(Added { result })
+    }
+    fn del(&self, args: &CmdArgs) -> Result<(), BridgeError> {
+        crate::del::del(&self.kernel, &self.ipam, args)
+    }
+    fn check(&self, args: &CmdArgs) -> Result<(), BridgeError> {
+        crate::check::check(&self.kernel, &self.ipam, args)
+    }
+    fn gc(&self, args: &CmdArgs) -> Result<(), BridgeError> {
+        crate::gc::gc(&self.kernel, &self.ipam, args)
+    }
+    fn status(&self, args: &CmdArgs) -> Result<(), BridgeError> {
+        crate::status::status(&self.kernel, &self.ipam, args)
+    }
+}
+
+/// What ADD printed.
+#[derive(Debug)]
+struct Added {
+    result: CniResult,
+}
+
 /// A node with a container namespace and an IPAM handing out 10.1.0.5/24.
-fn node() -> Fake {
-    let ipam = CniResult::parse_bytes(
+fn node() -> Node {
+    let result = CniResult::parse_bytes(
         br#"{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.5/24"}],
              "routes":[{"dst":"0.0.0.0/0"}]}"#,
         "1.0.0",
     )
     .unwrap();
-    let k = Fake::new(ipam);
-    k.add_netns(CTR);
-    k
+    let kernel = FakeKernel::new();
+    kernel.add_netns(CTR);
+    let ipam = FakeIpam::new(&kernel, result);
+    Node { kernel, ipam }
 }
 
 /// A node after a successful ADD of `c1`/`eth0`, its log emptied.
-fn added() -> (Fake, CniResult) {
+fn added() -> (Node, CniResult) {
     let k = node();
-    let result = crate::add::add(&k, &args(&conf())).expect("ADD").result;
+    let result = k.add(&args(&conf())).expect("ADD").result;
     k.take_log();
     (k, result)
 }
@@ -90,7 +136,7 @@ fn assert_in_order(log: &[String], want: &[&str]) {
 
 /// Nothing of the attachment is left: no veth either side, no rule, no lease.
 #[track_caller]
-fn assert_clean(k: &Fake) {
+fn assert_clean(k: &Node) {
     let st = k.state();
     let host: Vec<&str> = st.namespaces[HOST]
         .links
@@ -101,7 +147,7 @@ fn assert_clean(k: &Fake) {
     assert!(host.is_empty(), "host links left: {host:?}");
     assert!(st.namespaces.get(CTR).is_none_or(|ns| ns.links.is_empty()));
     assert!(st.rules.is_empty(), "rules left: {:?}", st.rules);
-    assert!(!st.leased, "the IP is still leased");
+    assert!(!k.ipam.leased(), "the IP is still leased");
 }
 
 #[test]
@@ -109,10 +155,10 @@ fn gc_removes_invalid_attachments_and_reports_every_failure() {
     let (k, _) = added();
     k.state().rules.insert("ipmasq net c2 eth0".into());
     k.state().rules.insert("spoofcheck c2 eth0".into());
-    let gc = |k: &Fake| {
+    let gc = |k: &Node| {
         let valid = serde_json::json!([{"containerID": "c1", "ifname": "eth0"}]);
         let conf = conf_with(&[("cni.dev/valid-attachments", valid)]);
-        crate::gc::gc(k, &args(&conf))
+        k.gc(&args(&conf))
     };
     gc(&k).unwrap();
     let rules: Vec<String> = k.state().rules.iter().cloned().collect();
@@ -143,7 +189,7 @@ fn gc_reads_null_lists_as_empty() {
             ("cni.dev/valid-attachments", list.clone()),
             ("cni.dev/attachments", list.clone()),
         ]);
-        crate::gc::gc(&k, &args(&conf)).unwrap();
+        k.gc(&args(&conf)).unwrap();
         assert!(k.state().rules.is_empty(), "{list}: {:?}", k.state().rules);
         assert_eq!(k.take_log().last().map(String::as_str), Some("ipam: GC"));
     }
@@ -152,9 +198,9 @@ fn gc_reads_null_lists_as_empty() {
 #[test]
 fn status_needs_the_bridge_name_free_or_a_bridge() {
     let k = node();
-    crate::gc::status(&k, &args(&conf())).unwrap();
-    crate::add::add(&k, &args(&conf())).unwrap();
-    crate::gc::status(&k, &args(&conf())).unwrap();
+    k.status(&args(&conf())).unwrap();
+    k.add(&args(&conf())).unwrap();
+    k.status(&args(&conf())).unwrap();
     // A link that is no bridge holds the name.
     let other = conf_with(&[("bridge", "eth0".into())]);
     let k = node();
@@ -163,7 +209,7 @@ fn status_needs_the_bridge_name_free_or_a_bridge() {
         ..lo()
     };
     k.state().namespaces.get_mut(HOST).unwrap().links.push(eth0);
-    let e = libcni::Error::from(crate::gc::status(&k, &args(&other)).unwrap_err());
+    let e = libcni::Error::from(k.status(&args(&other)).unwrap_err());
     assert_eq!(
         (e.code, e.msg.as_str()),
         (50, "\"eth0\" already exists but is not a bridge")

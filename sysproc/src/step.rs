@@ -34,12 +34,6 @@ impl fmt::Display for Injected {
 
 impl std::error::Error for Injected {}
 
-impl From<Injected> for crate::Error {
-    fn from(e: Injected) -> crate::Error {
-        crate::Error::internal(e)
-    }
-}
-
 /// Starts the timing clock (the process start, as far as timings go).
 pub fn start() {
     timings();
@@ -126,7 +120,9 @@ fn inject(name: &str) -> Result<(), Injected> {
                     .create(true)
                     .append(true)
                     .open(log)
-                    .and_then(|mut f| writeln!(f, "{here}"));
+                    // One write: points on two threads (both families at once) must not
+                    // interleave their lines.
+                    .and_then(|mut f| f.write_all(format!("{here}\n").as_bytes()));
             }
             match action {
                 "kill" => {

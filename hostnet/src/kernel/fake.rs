@@ -1,22 +1,19 @@
-//! A recording fake of the node for the bridge's unit tests: namespaces are names, links,
-//! addresses and routes live in memory, firewall rules and the IPAM lease are flags.
-//! Every change is logged in order (`"<ns>: <call> <args>"`, `"fw: ..."`, `"ipam: ..."`),
-//! and any call can be made to fail ([`Fake::fail`]) by a prefix of its log line.
+//! A recording fake of the node for the plugins' unit tests: namespaces are names, links,
+//! addresses and routes live in memory, firewall rules are strings. Every change is logged
+//! in order (`"<ns>: <call> <args>"`, `"fw: ..."`), and any call can be made to fail
+//! ([`FakeKernel::fail`]) by a prefix of its log line. A test's own stand-ins (the bridge's
+//! IPAM plugin) log and fail through the same list ([`FakeKernel::outside_call`]).
 
-use super::{Kernel, Links, Sandbox, Sysctl};
-use hostnet::firewall::iptables::Prestarted;
-use hostnet::firewall::{Attachment, Backend, FirewallError};
-use hostnet::netlink::{Address, IpFamily, Link, NetlinkError, Route, RouteSpec};
-use hostnet::sysctl::SysctlError;
+use super::{Firewall, Kernel, Links, MasqueradeReady, Sysctl};
+use crate::firewall::{Attachment, Backend, FirewallError};
+use crate::netlink::{Address, IpFamily, Link, NetlinkError, Route, RouteSpec};
+use crate::sysctl::SysctlError;
 use ipnetwork::IpNetwork;
-use libcni::invoke::Delegate;
-use libcni::netns::NetnsError;
-use libcni::skel::CmdArgs;
-use libcni::types::CniResult;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use sysproc::netns::{NetnsError, OpenOnce};
 
 /// The plugin's own namespace.
 pub const HOST: &str = "host";
@@ -25,10 +22,15 @@ const EEXIST: i32 = 17;
 const ENODEV: i32 = 19;
 const EPERM: i32 = 1;
 
-#[derive(Default)]
-pub struct Fake {
+/// The fake node; clones share it.
+#[derive(Clone, Default)]
+pub struct FakeKernel {
     state: Arc<Mutex<State>>,
 }
+
+/// A namespace of the fake: its name (a container's: the CNI_NETNS path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeNetns(pub String);
 
 #[derive(Debug, Default)]
 pub struct State {
@@ -41,9 +43,6 @@ pub struct State {
     next_index: u32,
     /// "ipmasq <network> <container id> <ifname>" and "spoofcheck <container id> <ifname>".
     pub rules: BTreeSet<String>,
-    /// The IP lease: what IPAM ADD returns, and whether it is held.
-    pub ipam_result: CniResult,
-    pub leased: bool,
     /// "<ns>: <sysctl name>" -> value.
     pub sysctls: BTreeMap<String, String>,
 }
@@ -71,11 +70,10 @@ pub struct Ns {
     pub routes: Vec<Route>,
 }
 
-impl Fake {
-    /// A node with only its own namespace, and an IPAM that hands out `ipam_result`.
-    pub fn new(ipam_result: CniResult) -> Fake {
-        let fake = Fake::default();
-        fake.state().ipam_result = ipam_result;
+impl FakeKernel {
+    /// A node with only its own namespace.
+    pub fn new() -> FakeKernel {
+        let fake = FakeKernel::default();
         fake.add_netns(HOST);
         fake
     }
@@ -113,6 +111,17 @@ impl Fake {
         self.state().failing.push(prefix.to_string());
     }
 
+    /// A call of something beside the kernel (`entry`, e.g. `ipam: ADD`): `false` when a
+    /// listed failure takes it, else it is logged and `true`.
+    pub fn outside_call(&self, entry: &str) -> bool {
+        let mut st = self.state();
+        if st.fails(entry) {
+            return false;
+        }
+        st.log.push(entry.to_string());
+        true
+    }
+
     /// The log since the last call, emptied.
     pub fn take_log(&self) -> Vec<String> {
         std::mem::take(&mut self.state().log)
@@ -128,6 +137,27 @@ impl Fake {
             .cloned()
     }
 
+    /// A loopback device `lo` in `ns`, down, holding `addrs` (the kernel gives a new
+    /// namespace's `lo` 127.0.0.1/8 and ::1/128 as it comes up).
+    pub fn add_loopback(&self, ns: &str, addrs: &[&str]) {
+        let mut st = self.state();
+        let mut lo = st.new_link("lo", "loopback", Some([0; 6]), Some(65536));
+        lo.kind = None;
+        let index = lo.index;
+        let ns = st.namespaces.get_mut(ns).expect("no such namespace");
+        ns.links.push(lo);
+        for addr in addrs {
+            ns.addrs.push(Address {
+                index,
+                addr: addr.parse().expect("an address with its prefix"),
+                tentative: false,
+                dadfailed: false,
+                scope: 254,
+                broadcast: None,
+            });
+        }
+    }
+
     /// Changes a link as the kernel or an admin would behind the plugin's back.
     pub fn edit_link(&self, ns: &str, name: &str, edit: impl FnOnce(&mut Link)) {
         let mut st = self.state();
@@ -138,11 +168,11 @@ impl Fake {
         edit(link.expect("no such link"));
     }
 
-    fn links(&self, ns: &str) -> Box<dyn Links> {
-        Box::new(FakeLinks {
+    fn links(&self, ns: &str) -> FakeLinks {
+        FakeLinks {
             state: Arc::clone(&self.state),
             ns: ns.to_string(),
-        })
+        }
     }
 }
 
@@ -222,7 +252,8 @@ fn nl_err(op: String, errno: i32) -> NetlinkError {
     }
 }
 
-struct FakeLinks {
+/// A netlink connection of the fake, in one of its namespaces.
+pub struct FakeLinks {
     state: Arc<Mutex<State>>,
     ns: String,
 }
@@ -281,40 +312,16 @@ impl FakeLinks {
     }
 }
 
-impl Links for FakeLinks {
-    fn link_by_name(&self, name: &str) -> Result<Option<Link>, NetlinkError> {
-        self.read(format!("link_by_name {name}"), |ns| {
-            ns.links.iter().find(|l| l.name == name).cloned()
-        })
-    }
-
-    fn link_by_index(&self, index: u32) -> Result<Link, NetlinkError> {
-        self.read(format!("link_by_index {index}"), |ns| {
-            ns.links.iter().find(|l| l.index == index).cloned()
-        })?
-        .ok_or_else(|| nl_err(format!("link {index}"), ENODEV))
-    }
-
-    fn create_bridge(&self, name: &str, mtu: Option<u32>) -> Result<(), NetlinkError> {
-        self.change(format!("create_bridge {name}"), |st, ns| {
-            if st.namespaces[ns].links.iter().any(|l| l.name == name) {
-                return Err(nl_err(format!("create {name}"), EEXIST));
-            }
-            let link = st.new_link(name, "bridge", None, mtu);
-            st.namespaces.get_mut(ns).unwrap().links.push(link);
-            Ok(())
-        })
-    }
-
+impl FakeLinks {
     fn create_veth(
         &self,
         name: &str,
         peer: &str,
         mtu: Option<u32>,
         peer_mac: Option<[u8; 6]>,
-        peer_ns: &Sandbox,
+        peer_ns: &FakeNetns,
     ) -> Result<(), NetlinkError> {
-        let peer_ns = peer_ns.name().to_string();
+        let peer_ns = peer_ns.0.clone();
         self.change(format!("create_veth {name} {peer}@{peer_ns}"), |st, ns| {
             let taken = |st: &State, ns: &str, n: &str| {
                 st.namespaces
@@ -341,11 +348,55 @@ impl Links for FakeLinks {
         })
     }
 
+    fn netns_id(&self, other: &FakeNetns) -> Result<Option<i32>, NetlinkError> {
+        let other = other.0.clone();
+        let here = self.ns.clone();
+        self.read(format!("netns_id {other}"), |_| ())?;
+        let st = self.state();
+        Ok((other != here)
+            .then(|| st.namespaces.get(&other).map(|n| n.id))
+            .flatten())
+    }
+}
+
+impl Links for FakeLinks {
+    fn link_by_name(&self, name: &str) -> Result<Option<Link>, NetlinkError> {
+        self.read(format!("link_by_name {name}"), |ns| {
+            ns.links.iter().find(|l| l.name == name).cloned()
+        })
+    }
+
+    fn link_by_index(&self, index: u32) -> Result<Link, NetlinkError> {
+        self.read(format!("link_by_index {index}"), |ns| {
+            ns.links.iter().find(|l| l.index == index).cloned()
+        })?
+        .ok_or_else(|| nl_err(format!("link {index}"), ENODEV))
+    }
+
+    fn create_bridge(&self, name: &str, mtu: Option<u32>) -> Result<(), NetlinkError> {
+        self.change(format!("create_bridge {name}"), |st, ns| {
+            if st.namespaces[ns].links.iter().any(|l| l.name == name) {
+                return Err(nl_err(format!("create {name}"), EEXIST));
+            }
+            let link = st.new_link(name, "bridge", None, mtu);
+            st.namespaces.get_mut(ns).unwrap().links.push(link);
+            Ok(())
+        })
+    }
+
     fn set_up(&self, index: u32) -> Result<(), NetlinkError> {
         self.edit("set_up", index, |l| {
             l.admin_up = true;
             l.oper_up = true;
             l.oper_state = "up".into();
+        })
+    }
+
+    fn set_down(&self, index: u32) -> Result<(), NetlinkError> {
+        self.edit("set_down", index, |l| {
+            l.admin_up = false;
+            l.oper_up = false;
+            l.oper_state = "down".into();
         })
     }
 
@@ -490,16 +541,6 @@ impl Links for FakeLinks {
         })
     }
 
-    fn netns_id(&self, other: &Sandbox) -> Result<Option<i32>, NetlinkError> {
-        let other = other.name().to_string();
-        let here = self.ns.clone();
-        self.read(format!("netns_id {other}"), |_| ())?;
-        let st = self.state();
-        Ok((other != here)
-            .then(|| st.namespaces.get(&other).map(|n| n.id))
-            .flatten())
-    }
-
     fn bridge_vlan_add(
         &self,
         port: u32,
@@ -530,7 +571,7 @@ fn fw_err(entry: String) -> FirewallError {
     }
 }
 
-impl Fake {
+impl FakeKernel {
     /// A firewall call: fails if asked to, else changes the rules and is logged.
     fn firewall<T>(
         &self,
@@ -556,39 +597,57 @@ fn spoofcheck_rule(container_id: &str, ifname: &str) -> String {
     format!("spoofcheck {container_id} {ifname}")
 }
 
-impl Kernel for Fake {
-    fn host(&self) -> Result<Box<dyn Links>, NetlinkError> {
+impl Kernel for FakeKernel {
+    type Netns = FakeNetns;
+    type Conn = FakeLinks;
+
+    fn host(&self) -> Result<FakeLinks, NetlinkError> {
         self.state().call(format!("{HOST}: open"), false)?;
         Ok(self.links(HOST))
     }
 
-    fn open_netns(&self, args: &CmdArgs) -> Result<Sandbox, NetnsError> {
-        let path = args.netns.as_str();
+    fn open_netns(&self, path: &str, _once: &OpenOnce) -> Result<FakeNetns, NetnsError> {
         if self.state().namespaces.contains_key(path) {
-            Ok(Sandbox::Fake(path.to_string()))
+            Ok(FakeNetns(path.to_string()))
         } else {
             Err(NetnsError::NotExist(path.into()))
         }
     }
 
-    fn own_netns(&self) -> Result<Sandbox, NetnsError> {
-        Ok(Sandbox::Fake(HOST.to_string()))
+    fn own_netns(&self) -> Result<FakeNetns, NetnsError> {
+        Ok(FakeNetns(HOST.to_string()))
     }
 
-    fn links_in(&self, ns: &Sandbox) -> Result<Box<dyn Links>, NetlinkError> {
-        self.state().call(format!("{}: open", ns.name()), false)?;
-        Ok(self.links(ns.name()))
+    fn links_in(&self, ns: &FakeNetns) -> Result<FakeLinks, NetlinkError> {
+        self.state().call(format!("{}: open", ns.0), false)?;
+        Ok(self.links(&ns.0))
+    }
+
+    fn create_veth(
+        &self,
+        on: &FakeLinks,
+        name: &str,
+        peer: &str,
+        mtu: Option<u32>,
+        peer_mac: Option<[u8; 6]>,
+        peer_ns: &FakeNetns,
+    ) -> Result<(), NetlinkError> {
+        on.create_veth(name, peer, mtu, peer_mac, peer_ns)
+    }
+
+    fn netns_id(&self, on: &FakeLinks, ns: &FakeNetns) -> Result<Option<i32>, NetlinkError> {
+        on.netns_id(ns)
     }
 
     fn sysctls_in(
         &self,
-        ns: &Sandbox,
+        ns: &FakeNetns,
         settings: &[Sysctl],
     ) -> Result<Result<(), (usize, SysctlError)>, NetnsError> {
         let mut st = self.state();
         for (i, s) in settings.iter().enumerate() {
             let name = s.name.join(".");
-            let entry = format!("{}: sysctl {name}={}", ns.name(), s.value);
+            let entry = format!("{}: sysctl {name}={}", ns.0, s.value);
             if st.fails(&entry) {
                 if s.required {
                     return Ok(Err((i, denied(&name))));
@@ -596,7 +655,7 @@ impl Kernel for Fake {
                 continue;
             }
             st.sysctls
-                .insert(format!("{}: {name}", ns.name()), s.value.to_string());
+                .insert(format!("{}: {name}", ns.0), s.value.to_string());
             st.log.push(entry);
         }
         Ok(Ok(()))
@@ -614,19 +673,21 @@ impl Kernel for Fake {
         st.log.push(entry);
         Ok(())
     }
+}
 
-    /// Logged; the fake starts no tool (its `setup_ipmasq` needs none).
-    fn prestart_ipmasq(&self, _backend: Option<Backend>) -> Option<Prestarted> {
+impl Firewall for FakeKernel {
+    /// Logged; the fake readies nothing (its `masquerade` needs nothing).
+    fn prepare_masquerade(&self, _backend: Option<Backend>) -> MasqueradeReady {
         self.state().log.push("fw: prestart ipmasq".into());
-        None
+        MasqueradeReady::default()
     }
 
-    fn setup_ipmasq(
+    fn masquerade(
         &self,
         _backend: Option<Backend>,
         att: &Attachment,
         _ips: &[IpNetwork],
-        _pre: Option<Prestarted>,
+        _ready: MasqueradeReady,
     ) -> Result<(), FirewallError> {
         let rule = ipmasq_rule(att);
         self.firewall(format!("setup {rule}"), |rules| {
@@ -634,7 +695,7 @@ impl Kernel for Fake {
         })
     }
 
-    fn check_ipmasq(
+    fn masquerade_present(
         &self,
         _backend: Option<Backend>,
         att: &Attachment,
@@ -649,14 +710,18 @@ impl Kernel for Fake {
         Ok(st.rules.contains(&rule))
     }
 
-    fn teardown_ipmasq(&self, att: &Attachment, _ips: &[IpNetwork]) -> Result<(), FirewallError> {
+    fn unmasquerade(&self, att: &Attachment, _ips: &[IpNetwork]) -> Result<(), FirewallError> {
         let rule = ipmasq_rule(att);
         self.firewall(format!("teardown {rule}"), |rules| {
             rules.remove(&rule);
         })
     }
 
-    fn gc_ipmasq(&self, network: &str, valid: &[(&str, &str)]) -> Result<(), FirewallError> {
+    fn collect_masquerades(
+        &self,
+        network: &str,
+        valid: &[(&str, &str)],
+    ) -> Result<(), FirewallError> {
         self.firewall(format!("gc ipmasq {network}"), |rules| {
             rules.retain(|r| {
                 let mut words = r.split(' ');
@@ -671,7 +736,7 @@ impl Kernel for Fake {
         })
     }
 
-    fn setup_spoofcheck(
+    fn spoof_check(
         &self,
         container_id: &str,
         ifname: &str,
@@ -684,7 +749,7 @@ impl Kernel for Fake {
         })
     }
 
-    fn check_spoofcheck(
+    fn spoof_check_present(
         &self,
         container_id: &str,
         ifname: &str,
@@ -700,14 +765,14 @@ impl Kernel for Fake {
         Ok(st.rules.contains(&rule))
     }
 
-    fn teardown_spoofcheck(&self, container_id: &str, ifname: &str) -> Result<(), FirewallError> {
+    fn remove_spoof_check(&self, container_id: &str, ifname: &str) -> Result<(), FirewallError> {
         let rule = spoofcheck_rule(container_id, ifname);
         self.firewall(format!("teardown {rule}"), |rules| {
             rules.remove(&rule);
         })
     }
 
-    fn gc_spoofcheck(&self, valid: &[(&str, &str)]) -> Result<(), FirewallError> {
+    fn collect_spoof_checks(&self, valid: &[(&str, &str)]) -> Result<(), FirewallError> {
         self.firewall("gc spoofcheck".into(), |rules| {
             rules.retain(|r| {
                 let mut words = r.split(' ');
@@ -718,29 +783,6 @@ impl Kernel for Fake {
                         .any(|(c, i)| Some(*c) == id && Some(*i) == ifname)
             });
         })
-    }
-
-    fn ipam_add(&self, _ipam: &Delegate) -> Result<CniResult, libcni::Error> {
-        let mut st = self.state();
-        if st.fails("ipam: ADD") {
-            return Err(libcni::Error::new(11, "fake IPAM ADD failure"));
-        }
-        st.leased = true;
-        st.log.push("ipam: ADD".into());
-        Ok(st.ipam_result.clone())
-    }
-
-    fn ipam_run(&self, _ipam: &Delegate, verb: &str) -> Result<(), libcni::Error> {
-        let mut st = self.state();
-        let entry = format!("ipam: {verb}");
-        if st.fails(&entry) {
-            return Err(libcni::Error::new(11, format!("fake IPAM {verb} failure")));
-        }
-        if verb == "DEL" {
-            st.leased = false;
-        }
-        st.log.push(entry);
-        Ok(())
     }
 }
 

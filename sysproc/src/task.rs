@@ -29,6 +29,20 @@ pub fn start<'s, T: Send + 's>(
     }
 }
 
+/// Two independent steps at once: `there` (if any) on a thread of its own, as [`start`]
+/// runs it, while `here` runs on the caller's thread (so a child process `here` starts is
+/// tied to the caller, see `tie`); returns both results once both are done.
+pub fn alongside<A, B: Send>(
+    here: impl FnOnce() -> A,
+    there: Option<impl FnOnce() -> B + Send>,
+) -> (A, Option<B>) {
+    std::thread::scope(|s| {
+        let there = there.map(|step| start(s, step));
+        let here = here();
+        (here, there.map(Started::join))
+    })
+}
+
 impl<T> Started<'_, T> {
     /// The step's result; a panic in the step goes on in the caller.
     pub fn join(self) -> T {
@@ -51,5 +65,18 @@ mod tests {
             (a.join(), b.join())
         });
         assert_eq!((a, b), (2, "two"));
+    }
+
+    #[test]
+    fn alongside_runs_here_on_the_caller_and_there_elsewhere() {
+        let caller = std::thread::current().id();
+        let (here, there) = super::alongside(
+            || std::thread::current().id(),
+            Some(|| std::thread::current().id()),
+        );
+        assert_eq!(here, caller);
+        assert_ne!(there, Some(caller));
+        let none: Option<fn() -> u8> = None;
+        assert_eq!(super::alongside(|| 1, none), (1, None));
     }
 }
