@@ -9,7 +9,8 @@ use sysproc::netns::Netns;
 
 use super::firewall;
 use super::forwarding;
-use super::{NodeNet, NodeNetError, NodePolicy, PodRoute, ROUTE_PROTO};
+use super::overlay_host;
+use super::{NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, ROUTE_PROTO, VxlanSpec};
 use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, RouteSpec};
 use crate::nftnl::{NfSocket, NftError};
 
@@ -133,6 +134,8 @@ const _: () = {
 
 impl NodeNet for HostNodeNet {
     fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError> {
+        let overlay =
+            overlay_host::device_if_ours(&self.routes).map_err(from_netlink("list routes"))?;
         let mut out = Vec::new();
         for family in [IpFamily::V4, IpFamily::V6] {
             let routes = self
@@ -143,6 +146,7 @@ impl NodeNet for HostNodeNet {
                 routes
                     .into_iter()
                     .filter(|r| r.table == MAIN_TABLE)
+                    .filter(|r| overlay.is_none() || r.oif != overlay)
                     .filter_map(|r| {
                         Some(PodRoute {
                             dst: r.dst,
@@ -260,5 +264,25 @@ impl NodeNet for HostNodeNet {
                 };
                 node_error(op, &e, errno)
             })
+    }
+
+    fn ensure_vxlan(&self, spec: &VxlanSpec) -> Result<(), NodeNetError> {
+        overlay_host::ensure_vxlan(&self.routes, spec)
+    }
+
+    fn remove_vxlan(&self) -> Result<(), NodeNetError> {
+        overlay_host::remove_vxlan(&self.routes)
+    }
+
+    fn overlay_peers(&self) -> Result<Vec<OverlayPeer>, NodeNetError> {
+        overlay_host::overlay_peers(&self.routes)
+    }
+
+    fn add_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError> {
+        overlay_host::add_overlay_peer(&self.routes, peer)
+    }
+
+    fn del_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError> {
+        overlay_host::del_overlay_peer(&self.routes, peer)
     }
 }
