@@ -129,7 +129,7 @@ podman run -d "${limits[@]}" --name "$container" --network "ns:/run/netns/$node_
     -v "$work/host/var/lib/cni:/host/var/lib/cni" \
     -v "$work/sa:/var/run/secrets/kubernetes.io/serviceaccount:ro" \
     -e NODE_NAME=e2e-node -e KUBERNETES_SERVICE_HOST=127.0.0.1 -e KUBERNETES_SERVICE_PORT=6443 \
-    -e CNI_RS_INTERVAL=1 \
+    -e CNI_RS_INTERVAL=1 -e CNI_RS_SYSCTL_DIR=/host/proc/sys \
     "$image" >/dev/null
 conflist=$work/host/etc/cni/net.d/10-cni-rs.conflist
 for _ in $(seq 300); do [[ -e $conflist ]] && break; sleep 0.1; done
