@@ -5,8 +5,11 @@
 #      API server (installer/examples/stub-apiserver.rs) on its 127.0.0.1, serving node
 #      e2e-node with a dual-stack podCIDR;
 #   3. the image run the way the DaemonSet runs it: temp dirs bind-mounted as the host
-#      paths, NODE_NAME, KUBERNETES_SERVICE_HOST/PORT and the service-account files;
-#      stopped with SIGTERM (`podman stop`), it must exit 0;
+#      paths, NODE_NAME, KUBERNETES_SERVICE_HOST/PORT and the service-account files, every
+#      capability dropped but NET_ADMIN, the node's /proc/sys/net at /host/proc/sys/net;
+#      /healthz and /metrics answer on the node's 127.0.0.1:9277; a lease file older than
+#      this boot is freed, a newer one kept; stopped with SIGTERM (`podman stop`), it must
+#      exit 0;
 #   4. the installed binaries and the generated conflist, driven by the repo's cnitool in
 #      the node namespace: two container namespaces get addresses from the node's
 #      podCIDRs, ping each other (IPv4 and IPv6), DEL leaves no lease, cache entry or link;
@@ -110,17 +113,38 @@ for _ in $(seq 100); do [[ -e $work/sa/ready ]] && break; sleep 0.1; done
 [[ -e $work/sa/ready ]] || die "stub API server did not start: $(cat "$work/stub.log")"
 
 step "run the installer container (DaemonSet mode)"
+# A lease from before this boot (freed at start) and one of a pod started since (kept).
+leases=$work/host/var/lib/cni/networks/cni-rs
+mkdir -p "$leases"
+printf 'old\r\neth0' >"$leases/10.88.7.200"
+touch -d "@$(($(awk '/^btime/ {print $2}' /proc/stat) - 3600))" "$leases/10.88.7.200"
+printf 'new\r\neth0' >"$leases/10.88.7.201"
+# The DaemonSet's privileges: NET_ADMIN only, /proc/sys/net of the node's namespace (the
+# bind shows the namespace of whoever opens it).
+agent_caps=(--cap-drop all --cap-add NET_ADMIN)
 podman run -d "${limits[@]}" --name "$container" --network "ns:/run/netns/$node_ns" \
+    "${agent_caps[@]}" -v /proc/sys/net:/host/proc/sys/net \
     -v "$work/host/opt/cni/bin:/host/opt/cni/bin" \
     -v "$work/host/etc/cni/net.d:/host/etc/cni/net.d" \
-    -v "$work/host/var/lib/cni:/host/var/lib/cni:ro" \
+    -v "$work/host/var/lib/cni:/host/var/lib/cni" \
     -v "$work/sa:/var/run/secrets/kubernetes.io/serviceaccount:ro" \
     -e NODE_NAME=e2e-node -e KUBERNETES_SERVICE_HOST=127.0.0.1 -e KUBERNETES_SERVICE_PORT=6443 \
-    -e CNI_RS_INTERVAL=1 \
+    -e CNI_RS_INTERVAL=1 -e CNI_RS_SYSCTL_DIR=/host/proc/sys \
     "$image" >/dev/null
 conflist=$work/host/etc/cni/net.d/10-cni-rs.conflist
 for _ in $(seq 300); do [[ -e $conflist ]] && break; sleep 0.1; done
 [[ -e $conflist ]] || die "no conflist: $(podman logs "$container" 2>&1)"
+health=
+for _ in $(seq 50); do
+    health=$(ip netns exec "$node_ns" curl -s http://127.0.0.1:9277/healthz) && break
+    sleep 0.1
+done
+[[ $health == ok ]] || die "/healthz: $health"
+ip netns exec "$node_ns" curl -s http://127.0.0.1:9277/metrics | grep -q '^cni_rs_reconciles_total' ||
+    die "/metrics has no cni_rs_reconciles_total"
+[[ ! -e $leases/10.88.7.200 && -e $leases/10.88.7.201 ]] ||
+    die "lease cleanup: $(ls "$leases")"
+rm "$leases/10.88.7.201"
 podman stop -t 20 "$container" >/dev/null
 exit_code=$(podman inspect -f '{{.State.ExitCode}}' "$container")
 podman logs "$container" 2>&1 | sed 's/^/    /'
@@ -129,6 +153,7 @@ podman rm "$container" >/dev/null
 [[ $(ls "$work/host/opt/cni/bin" | tr '\n' ' ') == "bridge host-local loopback " ]] ||
     die "bin dir: $(ls -a "$work/host/opt/cni/bin")"
 grep -q '"mtu": 1400' "$conflist" || die "conflist MTU is not the default route's: $(cat "$conflist")"
+jq -e '.plugins[0].ipMasq == false' "$conflist" >/dev/null || die "the bridge masquerades: $(cat "$conflist")"
 echo "    $(jq -c . "$conflist")"
 
 # cnitool in the node namespace, with the node's /var/lib/cni being the temp dir's.
@@ -171,7 +196,7 @@ veths=$(ip -n "$node_ns" -o link show type veth | grep -v uplink || true)
 [[ -z $veths ]] || die "host veths left: $veths"
 
 step "uninstall"
-podman run --rm "${limits[@]}" --network none \
+podman run --rm "${limits[@]}" --network "ns:/run/netns/$node_ns" "${agent_caps[@]}" \
     -v "$work/host/opt/cni/bin:/host/opt/cni/bin" \
     -v "$work/host/etc/cni/net.d:/host/etc/cni/net.d" \
     "$image" --uninstall 2>&1 | sed 's/^/    /'

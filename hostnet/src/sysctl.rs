@@ -16,6 +16,16 @@ use std::path::{Path, PathBuf};
 
 const ROOT: &str = "/proc/sys";
 
+/// Where `/proc/sys` is, when not there: a container whose own `/proc/sys` is read-only
+/// gets the host's `/proc/sys/net` bound elsewhere (the node agent's DaemonSet). Set once,
+/// before the first sysctl; a second call is ignored (the first root stays).
+static ROOT_OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Reads and writes sysctls under `root` instead of `/proc/sys` from now on.
+pub fn set_root(root: PathBuf) {
+    let _ = ROOT_OVERRIDE.set(root);
+}
+
 /// A sysctl that could not be named, read or written. The io error (and its errno:
 /// ENOENT for a missing interface or knob, EACCES, EROFS...) stays reachable.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +71,10 @@ pub type Result<T> = std::result::Result<T, SysctlError>;
 /// contain dots, e.g. `&["net", "ipv4", "conf", "cni0.100", "forwarding"]`).
 /// Components that are empty, `.`/`..` or contain `/` are rejected.
 pub fn path(components: &[&str]) -> Result<PathBuf> {
-    let mut p = PathBuf::from(ROOT);
+    let mut p = ROOT_OVERRIDE
+        .get()
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from(ROOT));
     for c in components {
         if c.is_empty() || *c == "." || *c == ".." || c.contains('/') || c.contains('\0') {
             return Err(SysctlError::InvalidName(c.to_string()));

@@ -30,7 +30,10 @@ fn main() {
         (
             format!("node-bench-{i}"),
             apiserver::StubNode {
-                pod_cidrs: vec![format!("10.{}.{y}.0/24", 100 + x), format!("fd01:{i:x}::/64")],
+                pod_cidrs: vec![
+                    format!("10.{}.{y}.0/24", 100 + x),
+                    format!("fd01:{i:x}::/64"),
+                ],
                 internal_ips: vec![format!("10.255.{x}.{y}"), format!("fd00:ff::{i:x}")],
             },
         )
@@ -39,7 +42,10 @@ fn main() {
     std::fs::write(dir.join("token"), &api.token).unwrap();
     std::fs::write(dir.join("ca.crt"), &api.ca_pem).unwrap();
     std::fs::write(dir.join("ready"), api.url()).unwrap();
-    eprintln!("stub-apiserver: {} serving node {node} and {n} others", api.url());
+    eprintln!(
+        "stub-apiserver: {} serving node {node} and {n} others",
+        api.url()
+    );
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let words: Vec<&str> = line.split_whitespace().collect();

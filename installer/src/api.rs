@@ -115,7 +115,13 @@ impl Client {
                 url: url.clone(),
                 reason: format!("the node list does not parse (or exceeds {MAX_PAGE} bytes): {e}"),
             })?;
-            nodes.extend(page.items.into_iter().map(|n| n.info()));
+            // A Node without a name is not one (and could not be told apart from another).
+            nodes.extend(
+                page.items
+                    .into_iter()
+                    .filter(|n| !n.metadata.name.is_empty())
+                    .map(|n| n.info()),
+            );
             if page.metadata.continue_token.is_empty() {
                 return Ok(Listing {
                     nodes,

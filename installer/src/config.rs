@@ -120,6 +120,11 @@ pub struct Args {
     )]
     pub ipam_data_dir: PathBuf,
 
+    /// Where the host's sysctls are, as mounted in this container: its own /proc/sys is
+    /// read-only, so the DaemonSet binds the node's /proc/sys/net under /host/proc/sys.
+    #[arg(long, env = "CNI_RS_SYSCTL_DIR", default_value = "/proc/sys")]
+    pub sysctl_dir: PathBuf,
+
     /// Seconds --once waits for the node to get a podCIDR (and for the API server to answer).
     #[arg(long, env = "CNI_RS_WAIT", default_value_t = 300)]
     pub wait: u64,

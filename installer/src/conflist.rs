@@ -82,8 +82,10 @@ pub fn render(settings: &Settings, pod_cidrs: &[IpNetwork]) -> Result<String, St
 /// A plugin entry with the fields libcni's `NetConf` has (the list's name and version are
 /// the list's, not repeated per plugin).
 fn plugin(kind: &str) -> Result<Map<String, Value>, String> {
-    let mut conf = NetConf::default();
-    conf.plugin_type = kind.into();
+    let conf = NetConf {
+        plugin_type: kind.into(),
+        ..NetConf::default()
+    };
     match serde_json::to_value(conf).map_err(|e| e.to_string())? {
         Value::Object(m) => Ok(m),
         _ => Err("NetConf is not an object".into()),

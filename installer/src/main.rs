@@ -16,6 +16,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    hostnet::sysctl::set_root(args.sysctl_dir.clone());
     let result = if args.uninstall {
         match HostNodeNet::current() {
             Ok(net) => run::uninstall(&args, Ok(&net as &dyn NodeNet)),

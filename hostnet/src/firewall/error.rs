@@ -40,6 +40,9 @@ pub enum FirewallError {
     /// A fault-injection point failed (crash tests only, see `sysproc::step`).
     #[error(transparent)]
     Injected(#[from] sysproc::step::Injected),
+    /// A lock file that serializes our own firewall writers could not be taken.
+    #[error("{path}: {reason}")]
+    Lock { path: String, reason: String },
     /// Several backends failed (teardown/gc run both).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
     Multiple(Vec<FirewallError>),

@@ -17,6 +17,7 @@ mod link;
 mod nsid;
 mod route;
 mod vlan;
+mod vxlan;
 
 #[cfg(test)]
 mod tests;
@@ -40,6 +41,7 @@ pub use error::NetlinkError;
 pub use link::Link;
 pub use route::{IpFamily, MAIN_TABLE, Route, RouteSpec};
 pub use vlan::PortVlan;
+pub use vxlan::{FdbEntry, NeighbourEntry, VxlanParams};
 
 /// Attempts for a dump the kernel marks inconsistent (`NLM_F_DUMP_INTR`),
 /// as the Go `netlinksafe` package does.

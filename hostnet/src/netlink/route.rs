@@ -114,7 +114,7 @@ impl Route {
     }
 }
 
-fn route_message(spec: &RouteSpec) -> RouteMessage {
+pub(super) fn route_message(spec: &RouteSpec) -> RouteMessage {
     let table = spec.table.unwrap_or(MAIN_TABLE);
     let mut msg = RouteMessage::default();
     msg.header = RouteHeader {

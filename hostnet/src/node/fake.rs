@@ -1,13 +1,13 @@
 //! An in-memory [`NodeNet`]: routes (ours and someone else's), local addresses, on-link
 //! prefixes, the firewall policy, a log of every change and failures on request.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Mutex;
 
 use ipnetwork::IpNetwork;
 
-use super::{NodeNet, NodeNetError, NodePolicy, PodRoute, libc_errno};
+use super::{NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, VxlanSpec, libc_errno};
 
 #[derive(Debug, Default)]
 pub struct FakeState {
@@ -20,6 +20,10 @@ pub struct FakeState {
     pub local: Vec<IpAddr>,
     pub firewall: Option<NodePolicy>,
     pub forwarding: (bool, bool),
+    /// Our VXLAN device, when there is one.
+    pub vxlan: Option<VxlanSpec>,
+    /// The overlay peers on it, by node address.
+    pub overlay: BTreeMap<IpAddr, OverlayPeer>,
     /// One line per change: `add 10.1.0.0/24 via 192.168.0.2`, `firewall`, ...
     pub log: Vec<String>,
     /// Operation names (`add_route`, `apply_firewall`, ...) that fail until removed.
@@ -60,6 +64,15 @@ impl FakeNodeNet {
     }
 }
 
+impl FakeState {
+    /// Whether an overlay peer other than `except` has a route to `dst`.
+    fn overlay_holds(&self, dst: &IpNetwork, except: Option<IpAddr>) -> bool {
+        self.overlay
+            .values()
+            .any(|p| Some(p.node_ip) != except && p.pod_cidrs.contains(dst))
+    }
+}
+
 fn exists(op: &str) -> NodeNetError {
     NodeNetError {
         op: op.to_string(),
@@ -83,7 +96,10 @@ impl NodeNet for FakeNodeNet {
 
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
         let mut s = self.op("add_route")?;
-        if s.foreign.contains(&route.dst) || s.ours.iter().any(|r| r.dst == route.dst) {
+        if s.foreign.contains(&route.dst)
+            || s.ours.iter().any(|r| r.dst == route.dst)
+            || s.overlay_holds(&route.dst, None)
+        {
             return Err(exists("add_route"));
         }
         s.ours.insert(route.clone());
@@ -146,5 +162,113 @@ impl NodeNet for FakeNodeNet {
         let mut s = self.op("enable_forwarding")?;
         s.forwarding = (s.forwarding.0 || v4, s.forwarding.1 || v6);
         Ok(())
+    }
+
+    fn ensure_vxlan(&self, spec: &VxlanSpec) -> Result<(), NodeNetError> {
+        let mut s = self.op("ensure_vxlan")?;
+        if s.vxlan != Some(*spec) {
+            // The real device is made anew: its entries go with the old one.
+            if s.vxlan.take().is_some() {
+                s.overlay.clear();
+            }
+            s.vxlan = Some(*spec);
+            s.log
+                .push(format!("vxlan vni {} local {}", spec.vni, spec.local));
+        }
+        Ok(())
+    }
+
+    fn remove_vxlan(&self) -> Result<(), NodeNetError> {
+        let mut s = self.op("remove_vxlan")?;
+        if s.vxlan.take().is_some() {
+            s.overlay.clear();
+            s.log.push("remove vxlan".to_string());
+        }
+        Ok(())
+    }
+
+    fn overlay_peers(&self) -> Result<Vec<OverlayPeer>, NodeNetError> {
+        Ok(self
+            .op("overlay_peers")?
+            .overlay
+            .values()
+            .cloned()
+            .collect())
+    }
+
+    fn add_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError> {
+        let mut s = self.op("add_overlay_peer")?;
+        if s.vxlan.is_none() {
+            return Err(NodeNetError {
+                op: "add_overlay_peer".to_string(),
+                reason: "no vxlan device".to_string(),
+                errno: Some(libc_errno::ENODEV),
+            });
+        }
+        let held = peer.pod_cidrs.iter().any(|c| {
+            s.foreign.contains(c)
+                || s.ours.iter().any(|r| r.dst == *c)
+                || s.overlay_holds(c, Some(peer.node_ip))
+        });
+        if held {
+            return Err(exists("add_overlay_peer"));
+        }
+        let peer = OverlayPeer::new(peer.node_ip, peer.pod_cidrs.clone());
+        let cidrs: Vec<String> = peer.pod_cidrs.iter().map(ToString::to_string).collect();
+        s.log
+            .push(format!("overlay {} {}", peer.node_ip, cidrs.join(",")));
+        s.overlay.insert(peer.node_ip, peer);
+        Ok(())
+    }
+
+    fn del_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError> {
+        let mut s = self.op("del_overlay_peer")?;
+        if s.overlay.remove(&peer.node_ip).is_some() {
+            s.log.push(format!("del overlay {}", peer.node_ip));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+    use crate::node::VxlanSpec;
+
+    fn spec(vni: u32) -> VxlanSpec {
+        VxlanSpec {
+            vni,
+            port: 8472,
+            local: "192.168.10.11".parse().unwrap(),
+            underlay_mtu: 1500,
+        }
+    }
+
+    #[test]
+    fn overlay_and_direct_routes_exclude_each_other_and_a_new_device_drops_peers() {
+        let k = FakeNodeNet::default();
+        let cidr: IpNetwork = "10.244.3.0/24".parse().unwrap();
+        let peer = OverlayPeer::new("192.168.20.21".parse().unwrap(), vec![cidr]);
+        assert_eq!(
+            k.add_overlay_peer(&peer).unwrap_err().errno,
+            Some(libc_errno::ENODEV)
+        );
+        k.ensure_vxlan(&spec(1)).unwrap();
+        k.add_overlay_peer(&peer).unwrap();
+        k.add_overlay_peer(&peer).unwrap();
+        let direct = PodRoute {
+            dst: cidr,
+            gateway: "192.168.10.12".parse().unwrap(),
+        };
+        assert!(k.add_route(&direct).unwrap_err().is_exists());
+        assert!(k.our_routes().unwrap().is_empty());
+        k.ensure_vxlan(&spec(1)).unwrap();
+        assert_eq!(k.overlay_peers().unwrap(), vec![peer.clone()]);
+        k.ensure_vxlan(&spec(2)).unwrap();
+        assert!(k.overlay_peers().unwrap().is_empty());
+        k.add_route(&direct).unwrap();
+        assert!(k.add_overlay_peer(&peer).unwrap_err().is_exists());
+        k.remove_vxlan().unwrap();
+        assert_eq!(k.our_routes().unwrap(), vec![direct]);
     }
 }

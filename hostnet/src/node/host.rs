@@ -5,11 +5,12 @@
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 
-use sysproc::netns::Netns;
+use sysproc::netns::{Netns, NetnsError};
 
 use super::firewall;
 use super::forwarding;
-use super::{NodeNet, NodeNetError, NodePolicy, PodRoute, ROUTE_PROTO};
+use super::overlay_host;
+use super::{NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, ROUTE_PROTO, VxlanSpec};
 use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, RouteSpec};
 use crate::nftnl::{NfSocket, NftError};
 
@@ -18,7 +19,9 @@ use crate::nftnl::{NfSocket, NftError};
 pub struct HostNodeNet {
     routes: Netlink,
     /// Where sysctls are written and the netfilter socket is opened.
-    netns: Netns,
+    /// `None`: the process's own namespace, worked in directly (entering a namespace needs
+    /// CAP_SYS_ADMIN, which the DaemonSet does not grant); `Some`: a test's "node".
+    netns: Option<Netns>,
     /// Opened at first use: a node without nf_tables still gets its routes.
     nft: Mutex<Option<NfSocket>>,
 }
@@ -54,11 +57,10 @@ impl HostNodeNet {
     /// The calling thread's network namespace (the host's, in the DaemonSet).
     pub fn current() -> Result<HostNodeNet, NodeNetError> {
         let open = "open the node's network namespace";
-        let netns = Netns::current().map_err(|e| node_error(open, &e, None))?;
         let routes = Netlink::current().map_err(from_netlink(open))?;
         Ok(HostNodeNet {
             routes,
-            netns,
+            netns: None,
             nft: Mutex::new(None),
         })
     }
@@ -66,8 +68,20 @@ impl HostNodeNet {
     /// The namespace `ns` (tests use a namespace as a "node").
     pub fn in_netns(ns: &Netns) -> Result<HostNodeNet, NodeNetError> {
         let open = "open a network namespace";
-        ns.run(HostNodeNet::current)
-            .map_err(|e| node_error(open, &e, None))?
+        let mut node = ns
+            .run(HostNodeNet::current)
+            .map_err(|e| node_error(open, &e, None))??;
+        node.netns = Some(Netns::open(ns.path()).map_err(|e| node_error(open, &e, None))?);
+        Ok(node)
+    }
+
+    /// Runs `f` in our namespace: directly in the process's own, on a thread inside a
+    /// test's namespace otherwise.
+    fn run_here<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, NetnsError> {
+        match &self.netns {
+            None => Ok(f()),
+            Some(ns) => ns.run(f),
+        }
     }
 
     /// The netfilter socket, opened in our namespace on first use.
@@ -75,8 +89,7 @@ impl HostNodeNet {
         let mut guard = self.nft.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             let sock = self
-                .netns
-                .run(NfSocket::open)
+                .run_here(NfSocket::open)
                 .map_err(|e| node_error(op, &e, None))?
                 .map_err(from_nft(op))?;
             *guard = Some(sock);
@@ -100,7 +113,7 @@ impl HostNodeNet {
     /// our namespace: `ip_tables_names` and/or `ip6_tables_names` list it. nf_tables cannot
     /// see such a table, so a FORWARD policy of DROP there drops pod traffic whatever we do.
     pub fn legacy_iptables_filters(&self) -> Vec<&'static str> {
-        let found = self.netns.run(|| {
+        let found = self.run_here(|| {
             ["ip_tables_names", "ip6_tables_names"]
                 .into_iter()
                 .filter(|f| {
@@ -133,6 +146,8 @@ const _: () = {
 
 impl NodeNet for HostNodeNet {
     fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError> {
+        let overlay =
+            overlay_host::device_if_ours(&self.routes).map_err(from_netlink("list routes"))?;
         let mut out = Vec::new();
         for family in [IpFamily::V4, IpFamily::V6] {
             let routes = self
@@ -143,6 +158,7 @@ impl NodeNet for HostNodeNet {
                 routes
                     .into_iter()
                     .filter(|r| r.table == MAIN_TABLE)
+                    .filter(|r| overlay.is_none() || r.oif != overlay)
                     .filter_map(|r| {
                         Some(PodRoute {
                             dst: r.dst,
@@ -250,8 +266,7 @@ impl NodeNet for HostNodeNet {
 
     fn enable_forwarding(&self, v4: bool, v6: bool) -> Result<(), NodeNetError> {
         let op = "enable forwarding";
-        self.netns
-            .run(|| forwarding::enable(&self.routes, v4, v6))
+        self.run_here(|| forwarding::enable(&self.routes, v4, v6))
             .map_err(|e| node_error(op, &e, None))?
             .map_err(|e| {
                 let errno = match &e {
@@ -260,5 +275,25 @@ impl NodeNet for HostNodeNet {
                 };
                 node_error(op, &e, errno)
             })
+    }
+
+    fn ensure_vxlan(&self, spec: &VxlanSpec) -> Result<(), NodeNetError> {
+        overlay_host::ensure_vxlan(&self.routes, spec)
+    }
+
+    fn remove_vxlan(&self) -> Result<(), NodeNetError> {
+        overlay_host::remove_vxlan(&self.routes)
+    }
+
+    fn overlay_peers(&self) -> Result<Vec<OverlayPeer>, NodeNetError> {
+        overlay_host::overlay_peers(&self.routes)
+    }
+
+    fn add_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError> {
+        overlay_host::add_overlay_peer(&self.routes, peer)
+    }
+
+    fn del_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError> {
+        overlay_host::del_overlay_peer(&self.routes, peer)
     }
 }

@@ -12,8 +12,14 @@ pub mod fake;
 mod firewall;
 mod forwarding;
 mod host;
+mod overlay;
+mod overlay_host;
 
 pub use host::HostNodeNet;
+pub use overlay::{
+    OverlayPeer, VXLAN_DEVICE, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, VxlanSpec, overlay_gateway,
+    vtep_mac,
+};
 
 /// The route protocol number that marks a route as the agent's (`ip route show proto 0xcb`).
 /// Unassigned in iproute2's `rt_protos` and by the projects we share nodes with (bird 12,
@@ -72,12 +78,14 @@ pub mod libc_errno {
     pub const ENOENT: i32 = 2;
     pub const ESRCH: i32 = 3;
     pub const EEXIST: i32 = 17;
+    pub const ENODEV: i32 = 19;
 }
 
 /// The kernel as the node agent sees it, in the host's network namespace (or, in tests, a
 /// "node" namespace).
 pub trait NodeNet {
-    /// Every route in the main table with protocol [`ROUTE_PROTO`], both families.
+    /// Every route in the main table with protocol [`ROUTE_PROTO`], both families, except
+    /// the overlay's (those through [`VXLAN_DEVICE`]: [`NodeNet::overlay_peers`] has them).
     fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError>;
     /// Adds a route that must not exist yet (`NLM_F_EXCL`): a route of someone else to the
     /// same destination (whatever its metric) makes this fail with EEXIST and is left alone.
@@ -104,7 +112,32 @@ pub trait NodeNet {
     /// Turns IPv4 and/or IPv6 forwarding on (keeping an RA-learned IPv6 default route:
     /// `accept_ra` 2 first on each interface that holds a `proto ra` route and has 1).
     fn enable_forwarding(&self, v4: bool, v6: bool) -> Result<(), NodeNetError>;
+    /// Makes [`VXLAN_DEVICE`] exactly `spec` (VNI, port, local address, learning off, MTU,
+    /// our own [`vtep_mac`]) and up. A device of ours with other parameters is deleted and
+    /// made anew, which drops its peers' entries: list [`NodeNet::overlay_peers`] after.
+    /// A link of that name that is not a VXLAN device is someone else's: EEXIST.
+    fn ensure_vxlan(&self, spec: &VxlanSpec) -> Result<(), NodeNetError>;
+    /// Deletes [`VXLAN_DEVICE`] (and with it every FDB, neighbour entry and route through
+    /// it); absent is success, a non-VXLAN link of that name is left alone.
+    fn remove_vxlan(&self) -> Result<(), NodeNetError>;
+    /// The peers our device holds, rebuilt from its FDB entries, neighbour entries and our
+    /// routes through it, sorted by node address. A peer whose entries are half there
+    /// (an FDB entry without routes) is listed with what it has; routes and neighbour
+    /// entries that lead to no FDB entry are listed as one peer with the unspecified
+    /// node address of their family, which is never wanted, so a diff deletes them.
+    /// No device: empty.
+    fn overlay_peers(&self) -> Result<Vec<OverlayPeer>, NodeNetError>;
+    /// Sets up `peer` (FDB entry, then a neighbour entry and an on-link route per pod range);
+    /// idempotent: what is there already is replaced. A pod range held by a route that is
+    /// not an overlay route (someone else's, or our direct route: delete that first) fails
+    /// with EEXIST. Needs the device ([`NodeNet::ensure_vxlan`]): ENODEV otherwise.
+    fn add_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError>;
+    /// Removes `peer`'s routes, neighbour entries and FDB entry; what is already gone is
+    /// skipped. A changed peer is `del` old then `add` new (they may share pod ranges).
+    fn del_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError>;
 }
 
+#[cfg(test)]
+mod overlay_tests;
 #[cfg(test)]
 mod tests;

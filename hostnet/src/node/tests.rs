@@ -15,11 +15,11 @@ use crate::netlink::{IpFamily, Netlink, RouteSpec};
 use crate::testnet::new_netns;
 use testkit::{available, privileged};
 
-fn net(s: &str) -> IpNetwork {
+pub(super) fn net(s: &str) -> IpNetwork {
     s.parse().unwrap()
 }
 
-fn ip(s: &str) -> IpAddr {
+pub(super) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
@@ -31,13 +31,13 @@ fn route(dst: &str, gw: &str) -> PodRoute {
 }
 
 /// A namespace made by the test and a netlink connection into it.
-struct Ns {
-    ns: Netns,
-    nl: Netlink,
+pub(super) struct Ns {
+    pub(super) ns: Netns,
+    pub(super) nl: Netlink,
 }
 
 impl Ns {
-    fn new() -> Ns {
+    pub(super) fn new() -> Ns {
         let ns = new_netns();
         let nl = Netlink::in_netns(&ns).unwrap();
         let lo = nl.link_by_name("lo").unwrap().unwrap().index;
@@ -45,13 +45,20 @@ impl Ns {
         Ns { ns, nl }
     }
 
-    fn node(&self) -> HostNodeNet {
+    pub(super) fn node(&self) -> HostNodeNet {
         HostNodeNet::in_netns(&self.ns).unwrap()
     }
 
     /// A veth `here` (in self) <-> `there` (in `other`), both up, with the addresses
     /// given (IPv6 without DAD).
-    fn link(&self, here: &str, here_addrs: &[&str], other: &Ns, there: &str, there_addrs: &[&str]) {
+    pub(super) fn link(
+        &self,
+        here: &str,
+        here_addrs: &[&str],
+        other: &Ns,
+        there: &str,
+        there_addrs: &[&str],
+    ) {
         self.nl
             .create_veth(here, there, None, None, other.ns.as_fd())
             .unwrap();
@@ -64,7 +71,7 @@ impl Ns {
         }
     }
 
-    fn default_via(&self, gw: &str) {
+    pub(super) fn default_via(&self, gw: &str) {
         let gw = ip(gw);
         let dst = if gw.is_ipv4() {
             net("0.0.0.0/0")
@@ -74,7 +81,7 @@ impl Ns {
         self.route_via(dst, gw);
     }
 
-    fn route_via(&self, dst: IpNetwork, gw: IpAddr) {
+    pub(super) fn route_via(&self, dst: IpNetwork, gw: IpAddr) {
         self.nl
             .add_route(&RouteSpec {
                 dst,
@@ -88,7 +95,7 @@ impl Ns {
     }
 
     /// Runs a tool inside the namespace; its stdout, or None when it failed.
-    fn run(&self, cmd: &str, args: &[&str]) -> Option<String> {
+    pub(super) fn run(&self, cmd: &str, args: &[&str]) -> Option<String> {
         let out = self
             .ns
             .run(|| Command::new(cmd).args(args).output())
@@ -99,18 +106,18 @@ impl Ns {
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    fn sh(&self, cmd: &str, args: &[&str]) -> String {
+    pub(super) fn sh(&self, cmd: &str, args: &[&str]) -> String {
         self.run(cmd, args)
             .unwrap_or_else(|| panic!("{cmd} {args:?} failed"))
     }
 
-    fn udp_listener(&self, addr: &str) -> UdpSocket {
+    pub(super) fn udp_listener(&self, addr: &str) -> UdpSocket {
         let sock = self.ns.run(|| UdpSocket::bind(addr)).unwrap().unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         sock
     }
 
-    fn send_udp(&self, to: &str) {
+    pub(super) fn send_udp(&self, to: &str) {
         let any = if to.starts_with('[') {
             "[::]:0"
         } else {
@@ -119,7 +126,7 @@ impl Ns {
         self.send_udp_from(any, to);
     }
 
-    fn send_udp_from(&self, from: &str, to: &str) {
+    pub(super) fn send_udp_from(&self, from: &str, to: &str) {
         self.ns
             .run(|| UdpSocket::bind(from)?.send_to(b"cni-rs", to))
             .unwrap()
@@ -128,7 +135,7 @@ impl Ns {
 }
 
 /// The source address of the next datagram `sock` receives.
-fn source_of(sock: &UdpSocket) -> IpAddr {
+pub(super) fn source_of(sock: &UdpSocket) -> IpAddr {
     let mut buf = [0u8; 16];
     let (_, from) = sock.recv_from(&mut buf).expect("datagram arrives");
     from.ip()

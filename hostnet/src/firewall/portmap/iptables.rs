@@ -121,6 +121,10 @@ fn read_plan_apply(
     removing: bool,
     plan: impl Fn(&Nat) -> Result<Vec<String>>,
 ) -> Result<()> {
+    // iptables-nft checks `-N` against the table it read when it started, and its batch's
+    // "add chain" succeeds on an existing chain: two restores planned from one state both
+    // commit, doubling the shared jumps. One portmap writer per family at a time.
+    let _serial = lock_family(v6)?;
     let mut attempt = 0;
     loop {
         let nat = match Nat::read(v6) {
@@ -135,6 +139,45 @@ fn read_plan_apply(
         match exec::run(restore_tool(v6), &["-w", "--noflush"], Some(&script)) {
             Err(FirewallError::Failed { .. }) if attempt < 2 => attempt += 1,
             other => return other.map(drop),
+        }
+    }
+}
+
+/// How long a portmap waits for another one's read-plan-apply (each takes milliseconds).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Takes `/run/cni-rs-portmap-ipv{4,6}.lock` (released when the file closes, also when the
+/// process dies), waiting at most [`LOCK_WAIT`].
+fn lock_family(v6: bool) -> Result<std::fs::File> {
+    let path = if v6 {
+        "/run/cni-rs-portmap-ipv6.lock"
+    } else {
+        "/run/cni-rs-portmap-ipv4.lock"
+    };
+    let fail = |reason: String| FirewallError::Lock {
+        path: path.to_string(),
+        reason,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| fail(e.to_string()))?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(fail(format!(
+                    "held by another portmap for over {} s",
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(fail(e.to_string())),
         }
     }
 }
