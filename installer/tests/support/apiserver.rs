@@ -100,12 +100,19 @@ impl ApiServer {
     /// Listens on `listen` (port 0: any free port) for `node`, with `pod_cidrs`.
     pub fn start(listen: &str, node: &str, pod_cidrs: &[&str]) -> ApiServer {
         let ca = ca();
-        let mut params = CertificateParams::new(vec![
+        let mut names = vec![
             "localhost".to_string(),
             "127.0.0.1".to_string(),
             "::1".to_string(),
-        ])
-        .unwrap();
+        ];
+        // Listening on a specific address (a test's "API server" namespace): valid there too.
+        if let Ok(addr) = listen.parse::<SocketAddr>()
+            && !addr.ip().is_unspecified()
+            && !addr.ip().is_loopback()
+        {
+            names.push(addr.ip().to_string());
+        }
+        let mut params = CertificateParams::new(names).unwrap();
         params
             .distinguished_name
             .push(DnType::CommonName, "kube-apiserver");

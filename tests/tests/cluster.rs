@@ -1,0 +1,321 @@
+//! A cluster: "nodes" in network namespaces on one lan, each running the node agent
+//! (`cni-install`) against a stub API server, with pods attached by our bridge plugin from
+//! the conflist the agent wrote. Pods reach pods on every node without NAT; traffic leaving
+//! the cluster is masqueraded; the routes follow the Node list.
+#[path = "cluster_support/mod.rs"]
+mod cluster_support;
+
+#[path = "../../installer/tests/support/apiserver.rs"]
+#[allow(dead_code)] // the installer's tests use the rest
+mod apiserver;
+
+use std::net::IpAddr;
+
+use apiserver::ApiServer;
+use cluster_support::*;
+
+const CLUSTER_CIDRS: &str = "10.244.0.0/16,fd00:10:244::/48";
+
+/// The stub API server inside a namespace. It is stopped from inside that namespace too: its
+/// stop wakes its accept loop by connecting to its address, which only works there.
+struct NsApi<'a> {
+    api: Option<ApiServer>,
+    ns: &'a cni_tests::NamedNetns,
+}
+
+impl std::ops::Deref for NsApi<'_> {
+    type Target = ApiServer;
+    fn deref(&self) -> &ApiServer {
+        self.api.as_ref().expect("running")
+    }
+}
+
+impl Drop for NsApi<'_> {
+    fn drop(&mut self) {
+        if let Some(api) = self.api.take() {
+            let _ = self.ns.netns().run(move || drop(api));
+        }
+    }
+}
+
+/// The API server in the outside host's namespace, serving `c`'s nodes (node-1 is the one
+/// `ApiServer::start` names, the others are added).
+fn api_for(c: &Cluster) -> (NsApi<'_>, ApiAccess) {
+    let first = &c.nodes[0];
+    let api = c.ext.run(|| {
+        ApiServer::start(
+            &format!("{EXT4}:0"),
+            &first.name,
+            &[&first.pod4, &first.pod6],
+        )
+    });
+    api.set(|b| b.internal_ips = vec![first.ip4.to_string(), first.ip6.to_string()]);
+    for n in &c.nodes[1..] {
+        api.put_node(
+            &n.name,
+            &[&n.pod4, &n.pod6],
+            &[&n.ip4.to_string(), &n.ip6.to_string()],
+        );
+    }
+    let access = ApiAccess {
+        url: api.url(),
+        token: api.token.clone(),
+        ca_pem: api.ca_pem.clone(),
+    };
+    (
+        NsApi {
+            api: Some(api),
+            ns: &c.ext,
+        },
+        access,
+    )
+}
+
+/// The routes node `i` should hold: every other node's ranges via its addresses.
+fn routes_to_others(c: &Cluster, i: usize) -> Vec<String> {
+    let mut want: Vec<String> = c
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != i)
+        .flat_map(|(_, n)| {
+            [
+                format!("{} via {}", n.pod4, n.ip4),
+                format!("{} via {}", n.pod6, n.ip6),
+            ]
+        })
+        .collect();
+    want.sort();
+    want
+}
+
+fn start_agents(c: &Cluster, api: &ApiAccess) -> Vec<Agent> {
+    let agents: Vec<Agent> = c
+        .nodes
+        .iter()
+        .map(|n| Agent::start(n, api, &["--cluster-cidr", CLUSTER_CIDRS]))
+        .collect();
+    for (i, (node, agent)) in c.nodes.iter().zip(&agents).enumerate() {
+        wait_for(
+            &format!("{} ready with its routes", node.name),
+            || readyz(node) == Some(200) && node.routes("0xcb") == routes_to_others(c, i),
+            || {
+                format!(
+                    "routes {:?}\nagent log:\n{}",
+                    node.routes("0xcb"),
+                    agent.log()
+                )
+            },
+        );
+    }
+    agents
+}
+
+#[test]
+fn pods_on_every_node_reach_each_other_without_nat_and_leave_masqueraded() {
+    if !testkit::privileged("pods_on_every_node_reach_each_other_without_nat_and_leave_masqueraded")
+    {
+        return;
+    }
+    let c = Cluster::new("clt", 3);
+    // Node 3's firewall drops what it forwards unless told otherwise (as Docker leaves it).
+    c.nodes[2]
+        .ns
+        .exec_in(&["iptables", "-P", "FORWARD", "DROP"]);
+    c.nodes[2]
+        .ns
+        .exec_in(&["ip6tables", "-P", "FORWARD", "DROP"]);
+    let (_api, access) = api_for(&c);
+    let agents = start_agents(&c, &access);
+
+    let pods: Vec<Pod> = c
+        .nodes
+        .iter()
+        .zip(&agents)
+        .map(|(n, a)| {
+            let conf = a.bridge_conf();
+            assert_eq!(
+                conf["ipMasq"], false,
+                "the agent masquerades, not the bridge"
+            );
+            n.add_pod(&format!("p{}", &n.name[5..]), &with_data_dir(conf, n))
+        })
+        .collect();
+
+    for from in &pods {
+        for to in &pods {
+            if from.id == to.id {
+                continue;
+            }
+            for (dst, src) in [
+                (IpAddr::from(to.ip4), IpAddr::from(from.ip4)),
+                (IpAddr::from(to.ip6), IpAddr::from(from.ip6)),
+            ] {
+                assert_eq!(
+                    source_seen(&from.ns, &to.ns, dst),
+                    src,
+                    "{} -> {}: the receiver must see the sender's pod address",
+                    from.id,
+                    to.id
+                );
+            }
+        }
+    }
+    for (node, pod) in c.nodes.iter().zip(&pods) {
+        assert_eq!(
+            source_seen(&pod.ns, &c.ext, EXT4.into()),
+            IpAddr::from(node.ip4),
+            "leaving the cluster, {} is masqueraded to its node's address",
+            pod.id
+        );
+        assert_eq!(
+            source_seen(&pod.ns, &c.ext, EXT6.into()),
+            IpAddr::from(node.ip6)
+        );
+    }
+    // The outside cannot use node 3 as a router into its pods' neighbours' ranges: the
+    // DROP policy still holds for traffic that is not pod traffic.
+    c.ext.exec_in(&[
+        "ip",
+        "route",
+        "add",
+        &c.nodes[0].pod4,
+        "via",
+        &c.nodes[2].ip4.to_string(),
+    ]);
+    assert_eq!(
+        udp_source(&c.ext, &pods[0].ns, pods[0].ip4.into()),
+        None,
+        "node 3 forwards only pod traffic of its own"
+    );
+
+    for ((node, agent), pod) in c.nodes.iter().zip(&agents).zip(&pods) {
+        node.del_pod(pod, &with_data_dir(agent.bridge_conf(), node));
+    }
+}
+
+/// The conflist's bridge config with host-local's store in the node's test dir.
+fn with_data_dir(mut conf: serde_json::Value, node: &Node) -> serde_json::Value {
+    conf["ipam"]["dataDir"] = node.data.path().to_str().unwrap().into();
+    conf
+}
+
+#[test]
+fn routes_follow_the_node_list_also_across_a_restart_and_leave_with_uninstall() {
+    if !testkit::privileged(
+        "routes_follow_the_node_list_also_across_a_restart_and_leave_with_uninstall",
+    ) {
+        return;
+    }
+    let c = Cluster::new("clr", 2);
+    let (api, access) = api_for(&c);
+    let mut agents = start_agents(&c, &access);
+    let n1 = &c.nodes[0];
+    // Someone else's routes: never touched.
+    n1.ns.exec_in(&[
+        "ip",
+        "route",
+        "add",
+        "10.99.0.0/24",
+        "via",
+        "198.51.100.99",
+        "proto",
+        "static",
+    ]);
+    let foreign = || n1.ns.exec_in(&["ip", "route", "show", "10.99.0.0/24"]);
+    let routes_are = |want: &[&str], agent: &Agent| {
+        let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        wait_for(
+            &format!("routes {want:?}"),
+            || n1.routes("0xcb") == want,
+            || {
+                format!(
+                    "routes {:?}\nagent log:\n{}",
+                    n1.routes("0xcb"),
+                    agent.log()
+                )
+            },
+        );
+    };
+
+    // A node joins (no namespace needed: its address is on the lan), changes, leaves.
+    api.put_node("node-9", &["10.244.9.0/24"], &["198.51.100.19"]);
+    routes_are(
+        &[
+            "10.244.2.0/24 via 198.51.100.12",
+            "fd00:10:244:2::/64 via fd00:100::12",
+            "10.244.9.0/24 via 198.51.100.19",
+        ],
+        &agents[0],
+    );
+    api.put_node("node-9", &["10.244.19.0/24"], &["198.51.100.29"]);
+    routes_are(
+        &[
+            "10.244.2.0/24 via 198.51.100.12",
+            "fd00:10:244:2::/64 via fd00:100::12",
+            "10.244.19.0/24 via 198.51.100.29",
+        ],
+        &agents[0],
+    );
+    // Bad data is refused, the rest still served: a podCIDR that is a default route, one
+    // outside the cluster, one overlapping node-1's own, and an InternalIP that is node-1's.
+    api.put_node("bad-default", &["0.0.0.0/0"], &["198.51.100.31"]);
+    api.put_node("bad-outside", &["10.77.0.0/24"], &["198.51.100.32"]);
+    api.put_node("bad-overlap", &["10.244.1.128/25"], &["198.51.100.33"]);
+    api.put_node("bad-own-ip", &["10.244.40.0/24"], &[&n1.ip4.to_string()]);
+    // A watch that expires (410) and a dropped connection: the agent re-lists and goes on.
+    api.expire_watches();
+    api.drop_watches();
+    api.delete_node("node-9");
+    routes_are(
+        &[
+            "10.244.2.0/24 via 198.51.100.12",
+            "fd00:10:244:2::/64 via fd00:100::12",
+        ],
+        &agents[0],
+    );
+    let log = agents[0].log();
+    for bad in ["bad-default", "bad-outside", "bad-overlap", "bad-own-ip"] {
+        assert!(log.contains(bad), "no warning names {bad}:\n{log}");
+    }
+
+    // A node deleted while the agent is down: its route goes at the next start.
+    api.put_node("node-8", &["10.244.8.0/24"], &["198.51.100.18"]);
+    routes_are(
+        &[
+            "10.244.2.0/24 via 198.51.100.12",
+            "fd00:10:244:2::/64 via fd00:100::12",
+            "10.244.8.0/24 via 198.51.100.18",
+        ],
+        &agents[0],
+    );
+    agents[0].stop();
+    api.delete_node("node-8");
+    agents[0].restart(n1);
+    routes_are(
+        &[
+            "10.244.2.0/24 via 198.51.100.12",
+            "fd00:10:244:2::/64 via fd00:100::12",
+        ],
+        &agents[0],
+    );
+    assert!(
+        foreign().contains("10.99.0.0/24 via 198.51.100.99"),
+        "foreign route gone"
+    );
+
+    // --uninstall: none of our routes, no table of ours, no conflist; the rest stays.
+    agents[0].uninstall(n1);
+    assert_eq!(n1.routes("0xcb"), Vec::<String>::new());
+    let tables = n1.ns.exec_in(&["nft", "list", "tables"]);
+    assert!(
+        !tables.contains("cni-rs"),
+        "our table left behind: {tables}"
+    );
+    assert!(!agents[0].dir.join("net.d/10-cni-rs.conflist").exists());
+    assert!(
+        foreign().contains("10.99.0.0/24 via 198.51.100.99"),
+        "foreign route gone"
+    );
+}

@@ -1,0 +1,391 @@
+//! A cluster of "nodes" in network namespaces, for the multi-node tests.
+//!
+//! ```text
+//!   pod ns ─ cni0 ─ node-1 ns ─┐
+//!   pod ns ─ cni0 ─ node-2 ns ─┼─ lan0 (bridge in the lan ns) ─ ext ns (outside host, API server)
+//!   pod ns ─ cni0 ─ node-3 ns ─┘
+//! ```
+//! Node i has `eth0` 198.51.100.1i/24 and fd00:100::1i/64 on the lan, a default route via
+//! the outside host, pod ranges 10.244.i.0/24 and fd00:10:244:i::/64 served by our bridge and
+//! host-local (ipMasq off: the node agent masquerades). Everything lives in namespaces the
+//! test made and vanishes with them.
+#![allow(dead_code)]
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use cni_tests::{NamedNetns, PluginRun, TempDir, bin_path};
+use serde_json::{Value, json};
+
+pub const NETWORK: &str = "cni-rs";
+pub const EXT4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 200);
+pub const EXT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x100, 0, 0, 0, 0, 0, 0xc8);
+const PROBE_PORT: u16 = 7777;
+
+pub struct Cluster {
+    pub lan: NamedNetns,
+    /// The outside host: everything not in the cluster.
+    pub ext: NamedNetns,
+    pub nodes: Vec<Node>,
+}
+
+pub struct Node {
+    pub name: String,
+    pub ns: NamedNetns,
+    pub ip4: Ipv4Addr,
+    pub ip6: Ipv6Addr,
+    pub pod4: String,
+    pub pod6: String,
+    pub data: TempDir,
+    pub cni: TempDir,
+}
+
+pub struct Pod {
+    pub ns: NamedNetns,
+    pub id: String,
+    pub ip4: Ipv4Addr,
+    pub ip6: Ipv6Addr,
+}
+
+impl Cluster {
+    /// `n` nodes on one lan segment, no routes between their pod ranges yet.
+    pub fn new(tag: &str, n: u8) -> Cluster {
+        let lan = NamedNetns::new(&format!("{tag}-lan"));
+        lan.exec_in(&["ip", "link", "add", "lan0", "type", "bridge"]);
+        lan.exec_in(&["ip", "link", "set", "lan0", "up"]);
+        let ext = NamedNetns::new(&format!("{tag}-ext"));
+        plug(
+            &lan,
+            &ext,
+            "mext",
+            &format!("{EXT4}/24"),
+            &format!("{EXT6}/64"),
+        );
+        let nodes = (1..=n)
+            .map(|i| {
+                let ns = NamedNetns::new(&format!("{tag}-n{i}"));
+                let ip4 = Ipv4Addr::new(198, 51, 100, 10 + i);
+                let ip6 = Ipv6Addr::new(0xfd00, 0x100, 0, 0, 0, 0, 0, 0x10 + u16::from(i));
+                plug(
+                    &lan,
+                    &ns,
+                    &format!("m{i}"),
+                    &format!("{ip4}/24"),
+                    &format!("{ip6}/64"),
+                );
+                ns.exec_in(&["ip", "route", "add", "default", "via", &EXT4.to_string()]);
+                ns.exec_in(&[
+                    "ip",
+                    "-6",
+                    "route",
+                    "add",
+                    "default",
+                    "via",
+                    &EXT6.to_string(),
+                ]);
+                let cni = TempDir::new(&format!("{tag}-n{i}-cni"));
+                for plugin in ["bridge", "host-local"] {
+                    std::os::unix::fs::symlink(bin_path(plugin), cni.join(plugin)).unwrap();
+                }
+                Node {
+                    name: format!("node-{i}"),
+                    ns,
+                    ip4,
+                    ip6,
+                    pod4: format!("10.244.{i}.0/24"),
+                    pod6: format!("fd00:10:244:{i}::/64"),
+                    data: TempDir::new(&format!("{tag}-n{i}-data")),
+                    cni,
+                }
+            })
+            .collect();
+        Cluster { lan, ext, nodes }
+    }
+}
+
+/// A veth from `lan0` in `lan` to `eth0` in `member`, with the member's addresses.
+fn plug(lan: &NamedNetns, member: &NamedNetns, lan_end: &str, ip4: &str, ip6: &str) {
+    lan.exec_in(&[
+        "ip",
+        "link",
+        "add",
+        lan_end,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        member.name(),
+    ]);
+    lan.exec_in(&["ip", "link", "set", lan_end, "master", "lan0", "up"]);
+    member.exec_in(&["ip", "link", "set", "lo", "up"]);
+    member.exec_in(&["ip", "addr", "add", ip4, "dev", "eth0"]);
+    member.exec_in(&["ip", "addr", "add", ip6, "dev", "eth0", "nodad"]);
+    member.exec_in(&["ip", "link", "set", "eth0", "up"]);
+}
+
+impl Node {
+    /// The bridge plugin's config as the node's conflist has it (ipMasq off).
+    pub fn bridge_conf(&self) -> Value {
+        json!({
+            "cniVersion": "1.0.0", "name": NETWORK, "type": "bridge", "bridge": "cni0",
+            "isGateway": true, "ipMasq": false, "hairpinMode": true,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": self.pod4}], [{"subnet": self.pod6}]],
+                "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}],
+                "dataDir": self.data.path(),
+            },
+        })
+    }
+
+    fn plugin(&self, cmd: &str, pod: &NamedNetns, id: &str, conf: &Value) -> PluginRun {
+        PluginRun::new(bin_path("bridge"))
+            .command(cmd)
+            .container_id(id)
+            .netns(pod.path())
+            .ifname("eth0")
+            .cni_path([self.cni.path()])
+            .stdin(conf.to_string())
+    }
+
+    /// A pod on this node, attached with `conf` (see [`Node::bridge_conf`]).
+    pub fn add_pod(&self, id: &str, conf: &Value) -> Pod {
+        let ns = NamedNetns::new(&format!("{id}-p"));
+        let result = self
+            .plugin("ADD", &ns, id, conf)
+            .run_in(&self.ns)
+            .assert_success()
+            .json();
+        let ip = |v6: bool| -> IpAddr {
+            result["ips"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|ip| ip["address"].as_str()?.split('/').next()?.parse().ok())
+                .find(|a: &IpAddr| a.is_ipv6() == v6)
+                .unwrap_or_else(|| panic!("no address of that family in {result}"))
+        };
+        let (IpAddr::V4(ip4), IpAddr::V6(ip6)) = (ip(false), ip(true)) else {
+            unreachable!()
+        };
+        Pod {
+            ns,
+            id: id.to_string(),
+            ip4,
+            ip6,
+        }
+    }
+
+    pub fn del_pod(&self, pod: &Pod, conf: &Value) {
+        self.plugin("DEL", &pod.ns, &pod.id, conf)
+            .run_in(&self.ns)
+            .assert_success();
+    }
+
+    /// Routes of `proto` in the node's main table, as `dst via gw` lines.
+    pub fn routes(&self, proto: &str) -> Vec<String> {
+        let mut lines: Vec<String> = ["-4", "-6"]
+            .iter()
+            .flat_map(|fam| {
+                self.ns
+                    .exec_in(&["ip", fam, "route", "show", "proto", proto])
+                    .lines()
+                    .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        lines.sort();
+        lines
+    }
+}
+
+/// The source address a datagram from `from` to `dst` (a socket in `to`) arrives with, or
+/// `None` when nothing arrives within about 5 s.
+pub fn udp_source(from: &NamedNetns, to: &NamedNetns, dst: IpAddr) -> Option<IpAddr> {
+    let any: IpAddr = match dst {
+        IpAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+        IpAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    // A socket keeps the namespace it was made in; it is then used from this thread.
+    let rx = to
+        .run(|| UdpSocket::bind(SocketAddr::new(any, PROBE_PORT)))
+        .expect("bind the probe receiver");
+    let tx = from
+        .run(|| UdpSocket::bind(SocketAddr::new(any, 0)))
+        .expect("bind the probe sender");
+    rx.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    for _ in 0..25 {
+        // The first datagrams may be lost while neighbours resolve.
+        let _ = tx.send_to(b"probe", SocketAddr::new(dst, PROBE_PORT));
+        if let Ok((_, src)) = rx.recv_from(&mut buf) {
+            return Some(src.ip());
+        }
+    }
+    None
+}
+
+/// `udp_source` that must arrive.
+pub fn source_seen(from: &NamedNetns, to: &NamedNetns, dst: IpAddr) -> IpAddr {
+    udp_source(from, to, dst).unwrap_or_else(|| {
+        panic!(
+            "nothing from {} reached {dst} in {}",
+            from.name(),
+            to.name()
+        )
+    })
+}
+
+/// The node agent (`cni-install`) running inside a node's namespace; killed on drop.
+pub struct Agent {
+    child: Option<std::process::Child>,
+    pub dir: TempDir,
+    args: Vec<String>,
+}
+
+/// What an agent needs to reach the API server.
+pub struct ApiAccess {
+    pub url: String,
+    pub token: String,
+    pub ca_pem: String,
+}
+
+impl Agent {
+    /// Starts the agent for `node` with the test's dirs; `extra` are more flags.
+    pub fn start(node: &Node, api: &ApiAccess, extra: &[&str]) -> Agent {
+        let dir = TempDir::new(&format!("{}-agent", node.name));
+        let source = dir.join("source");
+        std::fs::create_dir_all(&source).unwrap();
+        for plugin in ["bridge", "host-local", "loopback", "portmap"] {
+            std::fs::copy(bin_path(plugin), source.join(plugin)).unwrap();
+        }
+        std::fs::write(dir.join("token"), &api.token).unwrap();
+        std::fs::write(dir.join("ca.crt"), &api.ca_pem).unwrap();
+        let path = |p: &str| dir.join(p).to_str().unwrap().to_string();
+        let mut args: Vec<String> = [
+            "--node-name",
+            &node.name,
+            "--api-server",
+            &api.url,
+            "--token-file",
+            &path("token"),
+            "--ca-file",
+            &path("ca.crt"),
+            "--source-dir",
+            &path("source"),
+            "--bin-dir",
+            &path("bin"),
+            "--conf-dir",
+            &path("net.d"),
+            "--ipam-data-dir",
+            node.data.path().to_str().unwrap(),
+            "--interval",
+            "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut agent = Agent {
+            child: None,
+            dir,
+            args,
+        };
+        agent.spawn(node);
+        agent
+    }
+
+    fn spawn(&mut self, node: &Node) {
+        for d in ["bin", "net.d"] {
+            std::fs::create_dir_all(self.dir.join(d)).unwrap();
+        }
+        let mut cmd = std::process::Command::new(bin_path("cni-install"));
+        cmd.args(&self.args)
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(self.dir.join("agent.log")).unwrap())
+            .stderr(std::fs::File::create(self.dir.join("agent.err")).unwrap());
+        // Forked from a thread inside the node's namespace, the agent lives there.
+        self.child = Some(node.ns.run(|| cmd.spawn()).expect("start the agent"));
+    }
+
+    /// Stops it (SIGKILL: what it leaves in the kernel stays, as after a crash).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn restart(&mut self, node: &Node) {
+        self.stop();
+        self.spawn(node);
+    }
+
+    /// `--uninstall` with the same flags, to completion.
+    pub fn uninstall(&mut self, node: &Node) {
+        self.stop();
+        let out = node.ns.run_in({
+            let mut cmd = std::process::Command::new(bin_path("cni-install"));
+            cmd.args(&self.args).arg("--uninstall").env_clear();
+            cmd
+        });
+        assert!(
+            out.status.success(),
+            "--uninstall failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The agent's stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("agent.err")).unwrap_or_default()
+    }
+
+    /// The bridge plugin's config from the conflist the agent wrote.
+    pub fn bridge_conf(&self) -> Value {
+        let text = std::fs::read_to_string(self.dir.join("net.d/10-cni-rs.conflist"))
+            .expect("the agent wrote its conflist");
+        let list: Value = serde_json::from_str(&text).unwrap();
+        let mut conf = list["plugins"][0].clone();
+        conf["name"] = list["name"].clone();
+        conf["cniVersion"] = list["cniVersion"].clone();
+        conf
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Polls `check` every 50 ms until it holds; panics after 20 s with `what` and `detail`.
+pub fn wait_for(what: &str, mut check: impl FnMut() -> bool, detail: impl Fn() -> String) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !check() {
+        if std::time::Instant::now() > deadline {
+            panic!("timed out waiting for {what}\n{}", detail());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `GET /readyz` on the agent's health port inside the node: its status code.
+pub fn readyz(node: &Node) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut conn = node
+        .ns
+        .run(|| std::net::TcpStream::connect("127.0.0.1:9277"))
+        .ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    conn.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).ok()?;
+    answer.split_whitespace().nth(1)?.parse().ok()
+}
