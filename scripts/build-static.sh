@@ -20,11 +20,11 @@ CC_x86_64_unknown_linux_musl=musl-gcc \
     cargo build --release --workspace --bins --target "$target"
 
 out=target/$target/release
-for bin in "$out"/bridge "$out"/host-local "$out"/loopback "$out"/cnitool "$out"/cni-install; do
+for bin in "$out"/bridge "$out"/host-local "$out"/loopback "$out"/portmap "$out"/cnitool "$out"/cni-install; do
     [[ -e $bin ]] || continue
     if ! file "$bin" | grep -Eq 'statically linked|static-pie linked'; then
         echo "build-static: $bin is not statically linked: $(file -b "$bin")" >&2
         exit 1
     fi
 done
-ls -l "$out"/{bridge,host-local,loopback,cnitool,cni-install} 2>/dev/null || true
+ls -l "$out"/{bridge,host-local,loopback,portmap,cnitool,cni-install} 2>/dev/null || true

@@ -1,4 +1,5 @@
-//! The node's conflist: `bridge` with `host-local` on the node's own pod ranges.
+//! The node's conflist: `bridge` with `host-local` on the node's own pod ranges, then
+//! `portmap` for hostPorts.
 
 use ipnetwork::IpNetwork;
 use libcni::runtime::NetworkConfigList;
@@ -51,9 +52,11 @@ pub fn render(settings: &Settings, pod_cidrs: &[IpNetwork]) -> Result<String, St
     ipam["ranges"] = json!(ranges);
     ipam["routes"] = json!(routes);
     bridge.insert("ipam".into(), ipam);
-    // The chain: the bridge first; a port mapper (portmap, with capabilities portMappings)
-    // goes after it, once its binary ships in the image.
-    let plugins = vec![Value::Object(bridge)];
+    // The chain: the bridge, then portmap for the pods' hostPorts (the runtime passes the
+    // CRI's port mappings only to a plugin that declares the capability).
+    let mut portmap = plugin("portmap")?;
+    portmap.insert("capabilities".into(), json!({ "portMappings": true }));
+    let plugins = vec![Value::Object(bridge), Value::Object(portmap)];
     let conf = json!({
         "cniVersion": settings.cni_version,
         "name": NETWORK_NAME,
@@ -123,6 +126,8 @@ mod tests {
                     "ranges": [[{"subnet": "10.244.1.0/24"}], [{"subnet": "fd00:10:244:1::/64"}]],
                     "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]
                 }
+            }, {
+                "type": "portmap", "capabilities": {"portMappings": true}
             }]
         });
         assert_eq!(
@@ -147,6 +152,11 @@ mod tests {
         let conf: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(conf["cniVersion"], "0.4.0");
         let bridge = &conf["plugins"][0];
+        assert_eq!(
+            conf["plugins"][1],
+            json!({"type": "portmap", "capabilities": {"portMappings": true}}),
+            "portmap chained after the bridge"
+        );
         assert_eq!(bridge["bridge"], "br9");
         assert_eq!(bridge["ipMasq"], true);
         assert!(bridge.get("mtu").is_none());

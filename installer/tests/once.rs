@@ -14,7 +14,15 @@ fn ranges_and_routes(node: &Node) -> (serde_json::Value, serde_json::Value) {
     assert_eq!(conf["cniVersion"], "1.0.0");
     assert_eq!(conf["name"], "cni-rs");
     let bridge = &conf["plugins"][0];
-    assert_eq!(conf["plugins"].as_array().unwrap().len(), 1);
+    assert_eq!(conf["plugins"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        conf["plugins"][1]["type"], "portmap",
+        "hostPorts: chained after the bridge"
+    );
+    assert_eq!(
+        conf["plugins"][1]["capabilities"],
+        json!({"portMappings": true})
+    );
     assert_eq!(bridge["type"], "bridge");
     assert_eq!(bridge["bridge"], "cni0");
     assert_eq!(bridge["isGateway"], true);
