@@ -74,7 +74,7 @@ if [[ -z ${E2E_SKIP_BUILD:-} ]]; then
     cargo build -q -p cni-install --example stub-apiserver
 fi
 stub=$repo/target/debug/examples/stub-apiserver
-for bin in bridge host-local loopback cnitool cni-install; do
+for bin in bridge host-local loopback portmap cnitool cni-install; do
     [[ -x $static/$bin ]] || die "$static/$bin missing: run scripts/build-static.sh"
 done
 
@@ -84,11 +84,11 @@ podman build -q -f Containerfile -t "$image" "$static" >/dev/null
 podman create --name "$container" "$image" >/dev/null
 files=$(podman export "$container" | tar -t | grep -v '/$' | sort | tr '\n' ' ')
 podman rm "$container" >/dev/null
-[[ $files == "opt/cni-rs/bin/bridge opt/cni-rs/bin/host-local opt/cni-rs/bin/loopback usr/local/bin/cni-install usr/local/bin/cnitool " ]] ||
+[[ $files == "opt/cni-rs/bin/bridge opt/cni-rs/bin/host-local opt/cni-rs/bin/loopback opt/cni-rs/bin/portmap usr/local/bin/cni-install usr/local/bin/cnitool " ]] ||
     die "image content: $files"
 
 # They run without any libc: the image has none.
-for plugin in bridge host-local loopback; do
+for plugin in bridge host-local loopback portmap; do
     out=$(podman run --rm "${limits[@]}" --network none -e CNI_COMMAND=VERSION \
         --entrypoint "/opt/cni-rs/bin/$plugin" "$image" </dev/null)
     jq -e '.supportedVersions | index("1.0.0")' <<<"$out" >/dev/null || die "$plugin VERSION: $out"
@@ -150,7 +150,7 @@ exit_code=$(podman inspect -f '{{.State.ExitCode}}' "$container")
 podman logs "$container" 2>&1 | sed 's/^/    /'
 podman rm "$container" >/dev/null
 [[ $exit_code == 0 ]] || die "the installer exited $exit_code on SIGTERM"
-[[ $(ls "$work/host/opt/cni/bin" | tr '\n' ' ') == "bridge host-local loopback " ]] ||
+[[ $(ls "$work/host/opt/cni/bin" | tr '\n' ' ') == "bridge host-local loopback portmap " ]] ||
     die "bin dir: $(ls -a "$work/host/opt/cni/bin")"
 grep -q '"mtu": 1400' "$conflist" || die "conflist MTU is not the default route's: $(cat "$conflist")"
 jq -e '.plugins[0].ipMasq == false' "$conflist" >/dev/null || die "the bridge masquerades: $(cat "$conflist")"
