@@ -189,6 +189,35 @@ fn pods_on_every_node_reach_each_other_without_nat_and_leave_masqueraded() {
         "node 3 forwards only pod traffic of its own"
     );
 
+    // hostPort through the conflist's portmap, with the agent's masquerade: from outside to
+    // the node's address, from the node to 127.0.0.1, and hairpin from the pod itself.
+    let (n1, p1, portmap) = (&c.nodes[0], &pods[0], agents[0].plugin_conf(1));
+    assert_eq!(portmap["type"], "portmap");
+    let mapping =
+        serde_json::json!([{"hostPort": 30080, "containerPort": 8080, "protocol": "tcp"}]);
+    n1.portmap("ADD", p1, &portmap, mapping.clone());
+    let node_port = std::net::SocketAddr::new(n1.ip4.into(), 30080);
+    assert_eq!(
+        tcp_source(&c.ext, &p1.ns, node_port, 8080),
+        Some(IpAddr::from(EXT4)),
+        "the outside reaches the hostPort and the pod sees the client's address"
+    );
+    let localhost = std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 30080);
+    assert!(
+        tcp_source(&n1.ns, &p1.ns, localhost, 8080).is_some(),
+        "127.0.0.1:hostPort on the node"
+    );
+    assert!(
+        tcp_source(&p1.ns, &p1.ns, node_port, 8080).is_some(),
+        "hairpin to its own hostPort"
+    );
+    n1.portmap("DEL", p1, &portmap, mapping);
+    assert_eq!(
+        tcp_source(&c.ext, &p1.ns, node_port, 8080),
+        None,
+        "DEL closes the hostPort"
+    );
+
     for ((node, agent), pod) in c.nodes.iter().zip(&agents).zip(&pods) {
         node.del_pod(pod, &with_data_dir(agent.bridge_conf(), node));
     }

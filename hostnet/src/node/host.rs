@@ -68,10 +68,12 @@ impl HostNodeNet {
     /// The namespace `ns` (tests use a namespace as a "node").
     pub fn in_netns(ns: &Netns) -> Result<HostNodeNet, NodeNetError> {
         let open = "open a network namespace";
-        let mut node = ns
-            .run(HostNodeNet::current)
-            .map_err(|e| node_error(open, &e, None))??;
-        node.netns = Some(Netns::open(ns.path()).map_err(|e| node_error(open, &e, None))?);
+        // Our own handle of `ns`, opened from inside it (its path may name a thread's).
+        let (node, own) = ns
+            .run(|| (HostNodeNet::current(), Netns::current()))
+            .map_err(|e| node_error(open, &e, None))?;
+        let mut node = node?;
+        node.netns = Some(own.map_err(|e| node_error(open, &e, None))?);
         Ok(node)
     }
 

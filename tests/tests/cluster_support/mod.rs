@@ -43,6 +43,8 @@ pub struct Node {
 pub struct Pod {
     pub ns: NamedNetns,
     pub id: String,
+    /// The bridge's ADD result (a chained plugin's prevResult).
+    pub result: Value,
     pub ip4: Ipv4Addr,
     pub ip6: Ipv6Addr,
 }
@@ -141,7 +143,8 @@ impl Node {
     }
 
     fn plugin(&self, cmd: &str, pod: &NamedNetns, id: &str, conf: &Value) -> PluginRun {
-        PluginRun::new(bin_path("bridge"))
+        let kind = conf["type"].as_str().unwrap_or("bridge");
+        PluginRun::new(bin_path(kind))
             .command(cmd)
             .container_id(id)
             .netns(pod.path())
@@ -173,9 +176,21 @@ impl Node {
         Pod {
             ns,
             id: id.to_string(),
+            result,
             ip4,
             ip6,
         }
+    }
+
+    /// Runs the chained `portmap` (its config from the conflist) for `pod` with `mappings`
+    /// (`runtimeConfig.portMappings`); `cmd` ADD or DEL.
+    pub fn portmap(&self, cmd: &str, pod: &Pod, portmap: &Value, mappings: Value) {
+        let mut conf = portmap.clone();
+        conf["runtimeConfig"] = json!({ "portMappings": mappings });
+        conf["prevResult"] = pod.result.clone();
+        self.plugin(cmd, &pod.ns, &pod.id, &conf)
+            .run_in(&self.ns)
+            .assert_success();
     }
 
     pub fn del_pod(&self, pod: &Pod, conf: &Value) {
@@ -224,6 +239,32 @@ pub fn udp_source(from: &NamedNetns, to: &NamedNetns, dst: IpAddr) -> Option<IpA
         if let Ok((_, src)) = rx.recv_from(&mut buf) {
             return Some(src.ip());
         }
+    }
+    None
+}
+
+/// The source address a TCP connection from `from` to `dst` arrives with at a listener on
+/// `port` in `to`, or `None` when it cannot connect.
+pub fn tcp_source(
+    from: &NamedNetns,
+    to: &NamedNetns,
+    dst: SocketAddr,
+    port: u16,
+) -> Option<IpAddr> {
+    let listener = to
+        .run(|| std::net::TcpListener::bind(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)))
+        .expect("bind the probe listener");
+    let conn = from.run(|| std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(3)));
+    conn.ok()?;
+    listener.set_nonblocking(true).unwrap();
+    for _ in 0..40 {
+        if let Ok((_, peer)) = listener.accept() {
+            return Some(match peer.ip() {
+                IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+                v4 => v4,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(25));
     }
     None
 }
@@ -348,10 +389,15 @@ impl Agent {
 
     /// The bridge plugin's config from the conflist the agent wrote.
     pub fn bridge_conf(&self) -> Value {
+        self.plugin_conf(0)
+    }
+
+    /// The conflist's plugin `i` as a runtime passes it (with the list's name and version).
+    pub fn plugin_conf(&self, i: usize) -> Value {
         let text = std::fs::read_to_string(self.dir.join("net.d/10-cni-rs.conflist"))
             .expect("the agent wrote its conflist");
         let list: Value = serde_json::from_str(&text).unwrap();
-        let mut conf = list["plugins"][0].clone();
+        let mut conf = list["plugins"][i].clone();
         conf["name"] = list["name"].clone();
         conf["cniVersion"] = list["cniVersion"].clone();
         conf
