@@ -114,19 +114,19 @@ impl NatTable {
 }
 
 /// `-A <chain> ...` => `<chain>`.
-fn rule_chain(line: &str) -> &str {
+pub(super) fn rule_chain(line: &str) -> &str {
     line.split_whitespace().nth(1).unwrap_or("")
 }
 
 /// The jump target: the word after the last ` -j `.
-fn rule_target(line: &str) -> Option<&str> {
+pub(super) fn rule_target(line: &str) -> Option<&str> {
     let (_, rest) = line.rsplit_once(" -j ")?;
     rest.split_whitespace().next()
 }
 
 /// The comment of a saved rule, unescaped (iptables-save writes
 /// `--comment "..."` with `\"` and `\\` escaped).
-fn rule_comment(line: &str) -> Option<String> {
+pub(super) fn rule_comment(line: &str) -> Option<String> {
     let (_, rest) = line.split_once(" --comment \"")?;
     let mut out = String::new();
     let mut chars = rest.chars();

@@ -13,6 +13,8 @@ use super::rules::{self, MASQ, MASQ_JUMP, SETMARK, TOP_DNAT};
 use super::{MarkChain, PortMaps};
 use crate::firewall::error::{FirewallError, Result};
 use crate::firewall::exec;
+// Saved-rule readers shared with the masquerade rules.
+use crate::firewall::iptables::{rule_chain, rule_comment as saved_comment, rule_target as target};
 
 fn save_tool(v6: bool) -> &'static str {
     if v6 {
@@ -77,31 +79,6 @@ impl Nat {
         }
         lines
     }
-}
-
-/// `-A <chain> ...` => `<chain>`.
-fn rule_chain(line: &str) -> &str {
-    line.split_whitespace().nth(1).unwrap_or("")
-}
-
-/// The jump target: the word after the last ` -j `.
-fn target(line: &str) -> Option<&str> {
-    line.rsplit_once(" -j ")?.1.split_whitespace().next()
-}
-
-/// A saved rule's comment, unescaped.
-fn saved_comment(line: &str) -> Option<String> {
-    let (_, rest) = line.split_once(" --comment \"")?;
-    let mut out = String::new();
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => out.push(chars.next()?),
-            '"' => return Some(out),
-            c => out.push(c),
-        }
-    }
-    None
 }
 
 /// The table cannot exist here (no ip6tables, no nat in this kernel): nothing to remove.
