@@ -224,7 +224,7 @@ fn read_plan_apply(
 }
 
 /// The error says the table cannot exist here, rather than that reading failed.
-fn unavailable(err: &FirewallError) -> bool {
+pub(super) fn unavailable(err: &FirewallError) -> bool {
     err.is_tool_missing()
         || matches!(err, FirewallError::Failed { stderr, .. }
             if ["does not exist", "insmod", "not supported", "Protocol not available"]

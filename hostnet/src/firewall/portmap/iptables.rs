@@ -14,7 +14,9 @@ use super::{MarkChain, PortMaps};
 use crate::firewall::error::{FirewallError, Result};
 use crate::firewall::exec;
 // Saved-rule readers shared with the masquerade rules.
-use crate::firewall::iptables::{rule_chain, rule_comment as saved_comment, rule_target as target};
+use crate::firewall::iptables::{
+    rule_chain, rule_comment as saved_comment, rule_target as target, unavailable,
+};
 
 fn save_tool(v6: bool) -> &'static str {
     if v6 {
@@ -79,15 +81,6 @@ impl Nat {
         }
         lines
     }
-}
-
-/// The table cannot exist here (no ip6tables, no nat in this kernel): nothing to remove.
-fn unavailable(err: &FirewallError) -> bool {
-    err.is_tool_missing()
-        || matches!(err, FirewallError::Failed { stderr, .. }
-            if ["does not exist", "insmod", "not supported", "Protocol not available"]
-                .iter()
-                .any(|m| stderr.contains(m)))
 }
 
 /// Reads the table, plans a script, applies it unless empty. A restore that fails because
