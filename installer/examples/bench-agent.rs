@@ -1,14 +1,19 @@
-//! Scale benchmark of the node agent (issue 20): `bench-agent [NODES]` (default 5000)
-//! starts `stub-apiserver` (built beside this example) with NODES other nodes, runs the
-//! agent in-process on hostnet's FakeNodeNet (the control loop's own cost: the kernel's
-//! is not in it) and prints the first full reconcile's time (list included), the time
-//! from one added and one deleted Node to the route's change, the changes made per event
-//! and the agent process's peak RSS (the stub runs in its own process).
+//! Scale benchmark of the node agent (issue 20): `bench-agent [NODES] [--kernel]` (default
+//! 5000) starts `stub-apiserver` (built beside this example) with NODES other nodes, runs
+//! the agent in-process and prints the list's time, the first full reconcile's time, the
+//! time from one added and one deleted Node to the end of the pass that put its routes in
+//! place (firewall and conflist included), the changes made per event and the agent
+//! process's peak RSS (the stub runs in its own process).
+//!
+//! The kernel: hostnet's FakeNodeNet (the control loop's own cost), or with `--kernel`
+//! (root) the real one, in a throwaway network namespace `cnirs-bench-agent-PID` whose
+//! veth holds 10.255.255.254/16 and fd00:ff::fffe/64, so every stub node is on-link.
 //! Run by scripts/bench-agent.sh. A benchmark, not a test: it asserts nothing about time.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -16,8 +21,8 @@ use cni_install::config::Args;
 use cni_install::health::Metrics;
 use cni_install::watcher::Shared;
 use cni_install::{agent, run};
-use hostnet::node::NodeNet;
 use hostnet::node::fake::FakeNodeNet;
+use hostnet::node::{HostNodeNet, NodeNet};
 
 fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
@@ -45,11 +50,46 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The throwaway namespace of `--kernel`, deleted on drop.
+struct BenchNs(String);
+
+impl BenchNs {
+    fn make() -> BenchNs {
+        let ns = BenchNs(format!("cnirs-bench-agent-{}", std::process::id()));
+        let ip = |args: &[&str]| {
+            let ok = Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "ip {}", args.join(" "));
+        };
+        ip(&["netns", "add", &ns.0]);
+        for cmd in [
+            "link set lo up",
+            "link add uplink type veth peer name uplink-peer",
+            "addr add 10.255.255.254/16 dev uplink",
+            "addr add fd00:ff::fffe/64 dev uplink nodad",
+            "link set uplink up",
+            "link set uplink-peer up",
+        ] {
+            let mut args = vec!["-n", &ns.0];
+            args.extend(cmd.split(' '));
+            ip(&args);
+        }
+        ns
+    }
+}
+
+impl Drop for BenchNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
 fn main() {
-    let nodes: u32 = std::env::args()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(5000);
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let kernel = argv.iter().any(|a| a == "--kernel");
+    let nodes: u32 = argv.iter().find_map(|n| n.parse().ok()).unwrap_or(5000);
     let dir = std::env::temp_dir().join(format!("cni-rs-bench-agent-{}", std::process::id()));
     for sub in ["src", "bin", "net.d", "sa", "leases"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
@@ -94,92 +134,91 @@ fn main() {
     ])
     .unwrap();
     // The stub's nodes are on 10.255.0.0/16 and fd00:ff::/64 (see stub-apiserver).
-    let net = FakeNodeNet::new(
+    let fake = FakeNodeNet::new(
         vec![
             "10.255.0.0/16".parse().unwrap(),
             "fd00:ff::/64".parse().unwrap(),
         ],
         vec!["10.255.255.254".parse().unwrap()],
     );
+    let bench_ns = kernel.then(BenchNs::make);
+    let host = bench_ns.as_ref().map(|ns| {
+        let handle = sysproc::netns::Netns::open(format!("/run/netns/{}", ns.0)).unwrap();
+        HostNodeNet::in_netns(&handle).unwrap()
+    });
+    let net: &(dyn NodeNet + Sync) = match &host {
+        Some(h) => h,
+        None => &fake,
+    };
     let installer = run::Installer::new(&args).unwrap();
     let client = run::client(&args).unwrap();
     let shared = Arc::new(Shared::default());
     let metrics = Arc::new(Metrics::default());
     let want = 2 * nodes as usize;
-    let routes = || net.with(|s| s.ours.len());
+    let routes = || net.our_routes().map_or(0, |r| r.len());
+    let ops = || fake.with(|s| std::mem::take(&mut s.log));
+    // The list alone (the API server's and the decoder's part), once before the agent's.
+    let list_at = Instant::now();
+    let listed = run::client(&args).unwrap().list().unwrap().nodes.len();
+    let list = list_at.elapsed();
+    let passes = || metrics.reconciles.load(Ordering::Relaxed);
+    let pass_ms = || metrics.last_reconcile_us.load(Ordering::Relaxed) as f64 / 1e3;
     std::thread::scope(|s| {
         let start = Instant::now();
         let runner = {
-            let (shared, metrics, args, installer, net) =
-                (shared.clone(), metrics.clone(), &args, &installer, &net);
-            s.spawn(move || {
-                agent::run(
-                    args,
-                    installer,
-                    client,
-                    Some(net as &dyn NodeNet),
-                    shared,
-                    metrics,
-                )
-            })
+            let (shared, metrics, args, installer) =
+                (shared.clone(), metrics.clone(), &args, &installer);
+            s.spawn(move || agent::run(args, installer, client, Some(net), shared, metrics))
         };
         wait_for("the first reconcile", Duration::from_secs(600), || {
-            routes() == want
-        });
-        let first = start.elapsed();
-        // The rest of that pass (the firewall table after the routes) before the events.
-        let passes = || {
-            metrics
-                .reconciles
-                .load(std::sync::atomic::Ordering::Relaxed)
-        };
-        wait_for("the first pass's end", Duration::from_secs(60), || {
             passes() >= 1
         });
-        let reconciles = passes();
-        net.with(|s| s.log.clear());
+        let first = start.elapsed();
+        let first_pass = pass_ms();
+        assert_eq!(routes(), want, "routes after the first reconcile");
+        ops();
         let mut stdin = stub.stdin.take().unwrap();
-        let add_at = Instant::now();
-        writeln!(
-            stdin,
-            "put node-new 10.250.0.0/24,fd02::/64 10.255.250.1,fd00:ff::fa01"
-        )
-        .unwrap();
-        stdin.flush().unwrap();
-        wait_for("the added node's routes", Duration::from_secs(60), || {
-            routes() == want + 2
-        });
-        let add = add_at.elapsed();
-        std::thread::sleep(Duration::from_millis(200));
-        let add_ops = net.with(|s| std::mem::take(&mut s.log));
-        let del_at = Instant::now();
-        writeln!(stdin, "del node-bench-1").unwrap();
-        stdin.flush().unwrap();
-        wait_for(
-            "the deleted node's routes gone",
-            Duration::from_secs(60),
-            || routes() == want,
+        // One event: the stub's command, then the agent's pass that follows it.
+        let mut event = |cmd: &str, routes_after: usize| {
+            let before = passes();
+            let at = Instant::now();
+            writeln!(stdin, "{cmd}").unwrap();
+            stdin.flush().unwrap();
+            wait_for(cmd, Duration::from_secs(60), || passes() > before);
+            let took = at.elapsed();
+            assert_eq!(routes(), routes_after, "routes after {cmd}");
+            (took, pass_ms(), ops())
+        };
+        let (add, add_pass, add_ops) = event(
+            "put node-new 10.250.0.0/24,fd02::/64 10.255.250.1,fd00:ff::fa01",
+            want + 2,
         );
-        let del = del_at.elapsed();
-        std::thread::sleep(Duration::from_millis(200));
-        let del_ops = net.with(|s| std::mem::take(&mut s.log));
-        println!("nodes: {nodes} (+1 this node), routes: {want}");
+        let (del, del_pass, del_ops) = event("del node-bench-1", want);
+        let kind = if kernel {
+            "real kernel, in a namespace"
+        } else {
+            "fake kernel"
+        };
+        println!("nodes: {nodes} (+1 this node), routes: {want}, {kind}");
+        println!("list alone: {:.3} s ({listed} nodes)", list.as_secs_f64());
         println!(
-            "first full reconcile (start -> all routes, list included): {:.3} s ({reconciles} reconcile(s))",
+            "first full reconcile: {:.3} s (start -> list -> every route and the firewall \
+             in place; the reconcile pass itself: {first_pass:.1} ms)",
             first.as_secs_f64()
         );
+        for (what, took, pass) in [("added", add, add_pass), ("deleted", del, del_pass)] {
+            println!(
+                "one node {what}: {:.2} ms from the event to the end of its pass (the pass: \
+                 {pass:.2} ms)",
+                took.as_secs_f64() * 1e3
+            );
+        }
+        if !kernel {
+            println!("changes for the add: {} {add_ops:?}", add_ops.len());
+            println!("changes for the delete: {} {del_ops:?}", del_ops.len());
+        }
         println!(
-            "one node added -> its 2 routes in the fake kernel: {:.2} ms",
-            add.as_secs_f64() * 1e3
-        );
-        println!(
-            "one node deleted -> its 2 routes gone: {:.2} ms",
-            del.as_secs_f64() * 1e3
-        );
-        println!("changes for the add: {} {add_ops:?}", add_ops.len());
-        println!("changes for the delete: {} {del_ops:?}", del_ops.len());
-        println!(
-            "agent peak RSS (VmHWM, fake kernel's state included): {:.1} MiB",
+            "agent peak RSS (VmHWM, the fake kernel's state included): {:.1} MiB",
             peak_rss_kib() as f64 / 1024.0
         );
         shared.request_stop(0);

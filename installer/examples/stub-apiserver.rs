@@ -3,7 +3,8 @@
 //! with those podCIDRs, writes the service-account files `DIR/token` and `DIR/ca.crt`,
 //! then `DIR/ready`, and runs until killed.
 //!
-//! `STUB_NODES=N` adds N other nodes (`node-bench-I`, 10.X.Y.0/24 and fd01:I::/64 via
+//! `STUB_NODES=N` adds N other nodes (`node-bench-I`, 10.X.Y.0/24 and fd01:0:0:I::/64, contiguous as
+//! kube-controller-manager allocates them, via
 //! 10.255.X.Y and fd00:ff::I). Commands on stdin, one per line, for tests:
 //! `put NAME CIDR[,CIDR] IP[,IP]`, `del NAME`, `expire`, `drop`.
 
@@ -32,7 +33,7 @@ fn main() {
             apiserver::StubNode {
                 pod_cidrs: vec![
                     format!("10.{}.{y}.0/24", 100 + x),
-                    format!("fd01:{i:x}::/64"),
+                    format!("fd01:0:0:{i:x}::/64"),
                 ],
                 internal_ips: vec![format!("10.255.{x}.{y}"), format!("fd00:ff::{i:x}")],
             },

@@ -5,6 +5,7 @@
 //! (files, routes and rules changed by someone else), without asking the API server.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,7 +20,7 @@ use crate::config::Args;
 use crate::desired::{self, Desired, Local, Options};
 use crate::health::{self, Metrics};
 use crate::nodes::NodeInfo;
-use crate::reconcile::{self, Forwarding};
+use crate::reconcile::{self, Applied};
 use crate::run::{Installer, RunError, show};
 use crate::watcher::{self, Shared, Wake};
 use crate::{leases, log};
@@ -33,17 +34,42 @@ struct Agent<'a> {
     files_only: bool,
     metrics: &'a Metrics,
     options: Options,
-    forwarding: Forwarding,
+    /// What the last pass left in the kernel, trusted until the periodic re-check.
+    applied: Applied,
     /// Answers of `on_link`, kept until the next periodic re-check (a reconcile per event
     /// must not ask the kernel about every node again).
-    on_link: HashMap<IpAddr, bool>,
+    on_link: HashMap<IpAddr, bool, BuildHasherDefault<Fnv>>,
     /// Warnings of the last reconcile and of this one: each is logged once while it lasts.
     warned: BTreeSet<String>,
     warning: BTreeSet<String>,
     own: Vec<IpNetwork>,
-    nodes: Option<Vec<NodeInfo>>,
+    nodes: Option<Vec<Arc<NodeInfo>>>,
     retry: Backoff,
     retry_at: Option<Instant>,
+}
+
+/// FNV-1a: the on-link cache is looked up twice per node per reconcile, and std's SipHash
+/// was a quarter of a reconcile's time at 5,000 nodes. Its keys are addresses from the
+/// API server, but an attacker who can write Node objects has easier ways to slow us.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Runs the agent until `shared` is asked to stop: the watch thread, the health server and
@@ -89,8 +115,8 @@ pub fn run(
             cluster_cidrs: args.cluster_cidr.clone(),
             no_masquerade: args.no_masquerade_cidr.clone(),
         },
-        forwarding: Forwarding::default(),
-        on_link: HashMap::new(),
+        applied: Applied::default(),
+        on_link: HashMap::default(),
         warned: BTreeSet::new(),
         warning: BTreeSet::new(),
         own: Vec::new(),
@@ -121,6 +147,7 @@ pub fn run(
                 if agent.retry_at.is_none_or(|t| Instant::now() < t) {
                     // The periodic re-check: ask the kernel afresh.
                     agent.on_link.clear();
+                    agent.applied.forget();
                 }
             }
         }
@@ -173,6 +200,7 @@ impl Agent<'_> {
             self.put_binaries();
             return;
         };
+        let start = Instant::now();
         let mut ok = self.put_binaries();
         let desired = self.desired(&nodes);
         self.nodes = Some(nodes);
@@ -205,6 +233,10 @@ impl Agent<'_> {
         }
         ok &= self.kernel(&desired);
         self.warned = std::mem::take(&mut self.warning);
+        let took = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.metrics
+            .last_reconcile_us
+            .store(took, Ordering::Relaxed);
         self.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
         if ok {
             self.metrics.synced_now();
@@ -218,7 +250,7 @@ impl Agent<'_> {
         }
     }
 
-    fn desired(&mut self, nodes: &[NodeInfo]) -> Desired {
+    fn desired(&mut self, nodes: &[Arc<NodeInfo>]) -> Desired {
         let addrs = match self.net.map(|n| n.local_addrs()) {
             Some(Ok(a)) => a,
             Some(Err(e)) => {
@@ -269,7 +301,7 @@ impl Agent<'_> {
             self.metrics.firewall_ok.store(ok, Ordering::Relaxed);
             return ok;
         };
-        let out = reconcile::reconcile(net, &desired.routes, &desired.policy, &mut self.forwarding);
+        let out = reconcile::reconcile(net, &desired.routes, &desired.policy, &mut self.applied);
         for line in &out.changes {
             log(line);
         }

@@ -7,6 +7,7 @@
 //! skipped (no route, and its ranges are not trusted as pod ranges), with a warning that
 //! names it and the field; every other node is still served.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
@@ -14,7 +15,6 @@ use hostnet::node::{FamilyPolicy, NodePolicy, PodRoute};
 use ipnetwork::IpNetwork;
 
 use crate::nodes::NodeInfo;
-use crate::podcidr;
 
 /// Settings that shape the desired state (`--cluster-cidr`, `--no-masquerade-cidr`).
 #[derive(Debug, Clone, Default)]
@@ -49,8 +49,8 @@ pub struct Desired {
 struct Candidate<'a> {
     name: &'a str,
     field: &'static str,
-    cidrs: Vec<IpNetwork>,
-    ips: Vec<IpAddr>,
+    cidrs: &'a [IpNetwork],
+    ips: &'a [IpAddr],
 }
 
 /// An address as one ordered number per family (IPv4 before IPv6).
@@ -78,8 +78,13 @@ fn family_matches(net: &IpNetwork, ip: &IpAddr) -> bool {
     net.is_ipv4() == ip.is_ipv4()
 }
 
-/// The desired state for node `me` from every Node.
-pub fn desired(me: &str, nodes: &[NodeInfo], local: Local, opts: &Options) -> Desired {
+/// The desired state for node `me` from every Node (owned, or shared with the watcher).
+pub fn desired<N: Borrow<NodeInfo>>(
+    me: &str,
+    nodes: &[N],
+    local: Local,
+    opts: &Options,
+) -> Desired {
     let mut out = Desired::default();
     let mut warn = |msg: String| out.warnings.push(msg);
     let local_addrs: BTreeSet<IpAddr> = local.addrs.iter().copied().collect();
@@ -88,9 +93,10 @@ pub fn desired(me: &str, nodes: &[NodeInfo], local: Local, opts: &Options) -> De
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut own: Option<Candidate> = None;
     for node in nodes {
+        let node: &NodeInfo = node.borrow();
         let is_me = node.name == me;
-        let cidrs = match podcidr::parse_ranges(node.pod_cidrs_field, &node.pod_cidrs) {
-            Ok(c) => c,
+        let cidrs = match &node.ranges {
+            Ok(c) => c.as_slice(),
             Err(e) if is_me => {
                 out.own_error = Some(format!("node {me}: {e}"));
                 continue;
@@ -120,27 +126,18 @@ pub fn desired(me: &str, nodes: &[NodeInfo], local: Local, opts: &Options) -> De
                 name: &node.name,
                 field: node.pod_cidrs_field,
                 cidrs,
-                ips: vec![],
+                ips: &[],
             });
             continue;
         }
-        let mut ips = Vec::new();
-        let mut bad = None;
-        for raw in &node.internal_ips {
-            match raw.parse::<IpAddr>() {
-                Ok(ip) if local_addrs.contains(&ip) => {
-                    bad = Some(format!(
-                        "status.addresses InternalIP {ip} is an address of this node"
-                    ));
-                }
-                Ok(ip) => ips.push(ip),
-                Err(_) => {
-                    bad = Some(format!(
-                        "status.addresses InternalIP {raw:?} is not an IP address"
-                    ))
-                }
-            }
-        }
+        let bad = match &node.ips {
+            Err(e) => Some(e.clone()),
+            Ok(ips) => ips
+                .iter()
+                .find(|ip| local_addrs.contains(ip))
+                .map(|ip| format!("status.addresses InternalIP {ip} is an address of this node")),
+        };
+        let ips = node.ips.as_deref().unwrap_or_default();
         if let Some(msg) = bad {
             warn(format!("node {}: {msg}; node skipped", node.name));
             continue;
@@ -161,7 +158,7 @@ pub fn desired(me: &str, nodes: &[NodeInfo], local: Local, opts: &Options) -> De
         }
         _ => {}
     }
-    let own_cidrs: Vec<IpNetwork> = own.as_ref().map(|o| o.cidrs.clone()).unwrap_or_default();
+    let own_cidrs: Vec<IpNetwork> = own.as_ref().map(|o| o.cidrs.to_vec()).unwrap_or_default();
 
     // Checks against this node: its ranges, its addresses, its connected networks; and a
     // range holding its own node's InternalIP.
@@ -177,7 +174,6 @@ pub fn desired(me: &str, nodes: &[NodeInfo], local: Local, opts: &Options) -> De
         keys.get(first).is_some_and(|k| k.0 == fam && k.1 <= last)
     };
     for (i, c) in candidates.iter().enumerate() {
-        let own_ips: Vec<(u8, u128)> = c.ips.iter().copied().map(key).collect();
         let why = c.cidrs.iter().find_map(|net| {
             if let Some(o) = own_cidrs
                 .iter()
@@ -188,7 +184,7 @@ pub fn desired(me: &str, nodes: &[NodeInfo], local: Local, opts: &Options) -> De
                     c.field
                 ));
             }
-            if holds(&local_keys, net) || own_ips.iter().any(|k| holds(&[*k], net)) {
+            if holds(&local_keys, net) || c.ips.iter().any(|ip| holds(&[key(*ip)], net)) {
                 return Some(format!("{} {net} contains a node address", c.field));
             }
             (local.on_link)(net.network()).then(|| {
@@ -240,7 +236,7 @@ pub fn desired(me: &str, nodes: &[NodeInfo], local: Local, opts: &Options) -> De
             continue;
         }
         pod_ranges.extend(c.cidrs.iter().copied());
-        for net in &c.cidrs {
+        for net in c.cidrs {
             let Some(gw) = c.ips.iter().find(|ip| family_matches(net, ip)) else {
                 let fam = if net.is_ipv4() { "IPv4" } else { "IPv6" };
                 warn(format!(

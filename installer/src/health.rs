@@ -26,6 +26,8 @@ pub struct Metrics {
     pub api_errors: AtomicU64,
     /// Unix seconds of the last reconcile that left everything in place (0: none yet).
     pub last_sync: AtomicU64,
+    /// How long the last reconcile took, in microseconds.
+    pub last_reconcile_us: AtomicU64,
 }
 
 impl Metrics {
@@ -126,6 +128,12 @@ impl Metrics {
             "gauge",
             "Unix time of the last reconcile that left everything in place.",
             get(&self.last_sync).to_string(),
+        );
+        metric(
+            "last_reconcile_duration_seconds",
+            "gauge",
+            "How long the last reconcile took (desired state, files, routes, rules).",
+            format!("{:.6}", get(&self.last_reconcile_us) as f64 / 1e6),
         );
         out
     }
@@ -237,9 +245,12 @@ mod tests {
         metrics.firewall_ok.store(true, Ordering::Relaxed);
         assert!(get(addr, req).starts_with("HTTP/1.1 200"));
         metrics.reconciles.store(3, Ordering::Relaxed);
+        metrics.last_reconcile_us.store(2500, Ordering::Relaxed);
         let out = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
         assert!(
-            out.contains("\ncni_rs_reconciles_total 3\n") && out.contains("cni_rs_ready 1\n"),
+            out.contains("\ncni_rs_reconciles_total 3\n")
+                && out.contains("cni_rs_ready 1\n")
+                && out.contains("\ncni_rs_last_reconcile_duration_seconds 0.002500\n"),
             "{out}"
         );
         assert!(get(addr, "POST /readyz HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));

@@ -3,7 +3,12 @@
 //! skipped while it is decoded, so a cache of thousands of Nodes stays a few hundred bytes
 //! per Node whatever the objects carry.
 
+use std::net::IpAddr;
+
+use ipnetwork::IpNetwork;
 use serde::Deserialize;
+
+use crate::podcidr;
 
 /// Fields kept per Node are cut at these sizes (a longer value cannot be valid anyway and
 /// is reported by `desired` as what it is: too many, or not an address).
@@ -11,7 +16,7 @@ const MAX_VALUES: usize = 4;
 const MAX_VALUE_LEN: usize = 64;
 
 /// One Node as the agent sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
     pub name: String,
     /// `spec.podCIDRs`, or `[spec.podCIDR]` when only that is set (a cluster from before
@@ -21,6 +26,39 @@ pub struct NodeInfo {
     pub pod_cidrs_field: &'static str,
     /// `status.addresses` of type InternalIP, in API order; raw strings.
     pub internal_ips: Vec<String>,
+    /// `pod_cidrs` parsed and checked on their own (`podcidr::parse_ranges`), once, when
+    /// the Node arrives: every reconcile reads every Node, and must not parse 5,000 again
+    /// for one event.
+    pub ranges: Result<Vec<IpNetwork>, String>,
+    /// `internal_ips` parsed, or why one is not an address.
+    pub ips: Result<Vec<IpAddr>, String>,
+}
+
+impl NodeInfo {
+    pub fn new(
+        name: String,
+        pod_cidrs_field: &'static str,
+        pod_cidrs: Vec<String>,
+        internal_ips: Vec<String>,
+    ) -> NodeInfo {
+        let ranges = podcidr::parse_ranges(pod_cidrs_field, &pod_cidrs);
+        let ips = internal_ips
+            .iter()
+            .map(|raw| {
+                raw.parse::<IpAddr>().map_err(|_| {
+                    format!("status.addresses InternalIP {raw:?} is not an IP address")
+                })
+            })
+            .collect();
+        NodeInfo {
+            name,
+            pod_cidrs,
+            pod_cidrs_field,
+            internal_ips,
+            ranges,
+            ips,
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -72,18 +110,18 @@ impl RawNode {
         } else {
             ("spec.podCIDR", vec![self.spec.pod_cidr])
         };
-        NodeInfo {
-            name: self.metadata.name,
-            pod_cidrs: bounded(cidrs.into_iter().filter(|c| !c.is_empty())),
-            pod_cidrs_field: field,
-            internal_ips: bounded(
+        NodeInfo::new(
+            self.metadata.name,
+            field,
+            bounded(cidrs.into_iter().filter(|c| !c.is_empty())),
+            bounded(
                 self.status
                     .addresses
                     .into_iter()
                     .filter(|a| a.kind == "InternalIP")
                     .map(|a| a.address),
             ),
-        }
+        )
     }
 }
 
@@ -204,13 +242,20 @@ mod tests {
         assert_eq!(rv, "7");
         assert_eq!(
             info,
-            NodeInfo {
-                name: "n1".into(),
-                pod_cidrs: vec!["10.0.1.0/24".into(), "fd00:1::/64".into()],
-                pod_cidrs_field: "spec.podCIDRs",
-                internal_ips: vec!["192.168.0.2".into(), "fd0::2".into()],
-            }
+            NodeInfo::new(
+                "n1".into(),
+                "spec.podCIDRs",
+                vec!["10.0.1.0/24".into(), "fd00:1::/64".into()],
+                vec!["192.168.0.2".into(), "fd0::2".into()],
+            )
         );
+        let ranges: Vec<IpNetwork> = vec![
+            "10.0.1.0/24".parse().unwrap(),
+            "fd00:1::/64".parse().unwrap(),
+        ];
+        assert_eq!(info.ranges, Ok(ranges));
+        let ips: Vec<IpAddr> = vec!["192.168.0.2".parse().unwrap(), "fd0::2".parse().unwrap()];
+        assert_eq!(info.ips, Ok(ips));
     }
 
     #[test]

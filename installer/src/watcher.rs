@@ -9,7 +9,7 @@
 //! re-lists after a jittered backoff. The API is never polled.
 
 use std::collections::BTreeMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::api::{ApiError, Client};
@@ -25,7 +25,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct State {
-    nodes: BTreeMap<String, NodeInfo>,
+    /// Shared with the snapshots handed out: a snapshot costs a pointer per Node.
+    nodes: BTreeMap<String, Arc<NodeInfo>>,
     /// A full list has arrived: the cache is the cluster (before: never act on it).
     synced: bool,
     dirty: bool,
@@ -45,7 +46,7 @@ pub struct Shared {
 pub enum Wake {
     Stop(i32),
     /// The cache changed since the last snapshot: every Node (None before the first list).
-    Changed(Option<Vec<NodeInfo>>),
+    Changed(Option<Vec<Arc<NodeInfo>>>),
     /// Nothing happened for the whole timeout.
     Idle,
 }
@@ -115,7 +116,10 @@ impl Shared {
 
     fn replace(&self, nodes: Vec<NodeInfo>) {
         let mut s = self.lock();
-        s.nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
+        s.nodes = nodes
+            .into_iter()
+            .map(|n| (n.name.clone(), Arc::new(n)))
+            .collect();
         s.synced = true;
         s.dirty = true;
         self.changed.notify_all();
@@ -128,10 +132,10 @@ impl Shared {
                 if !s.nodes.contains_key(&node.name) && s.nodes.len() >= MAX_NODES {
                     return Err(format!("more than {MAX_NODES} nodes"));
                 }
-                if s.nodes.get(&node.name) == Some(&node) {
+                if s.nodes.get(&node.name).is_some_and(|n| **n == node) {
                     return Ok(()); // a status heartbeat: nothing the agent uses changed
                 }
-                s.nodes.insert(node.name.clone(), node);
+                s.nodes.insert(node.name.clone(), Arc::new(node));
             }
             WatchEvent::Deleted(node, _) => {
                 if s.nodes.remove(&node.name).is_none() {
@@ -239,12 +243,7 @@ mod tests {
     use super::*;
 
     fn node(name: &str, cidr: &str) -> NodeInfo {
-        NodeInfo {
-            name: name.into(),
-            pod_cidrs: vec![cidr.into()],
-            pod_cidrs_field: "spec.podCIDRs",
-            internal_ips: vec![],
-        }
+        NodeInfo::new(name.into(), "spec.podCIDRs", vec![cidr.into()], vec![])
     }
 
     #[test]

@@ -65,6 +65,18 @@ impl FakeNodeNet {
 }
 
 impl FakeState {
+    /// Whether one of our routes goes to `dst` (routes order by destination first).
+    fn ours_to(&self, dst: &IpNetwork) -> bool {
+        let first = PodRoute {
+            dst: *dst,
+            gateway: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        };
+        self.ours
+            .range(first..)
+            .next()
+            .is_some_and(|r| r.dst == *dst)
+    }
+
     /// Whether an overlay peer other than `except` has a route to `dst`.
     fn overlay_holds(&self, dst: &IpNetwork, except: Option<IpAddr>) -> bool {
         self.overlay
@@ -97,7 +109,7 @@ impl NodeNet for FakeNodeNet {
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
         let mut s = self.op("add_route")?;
         if s.foreign.contains(&route.dst)
-            || s.ours.iter().any(|r| r.dst == route.dst)
+            || s.ours_to(&route.dst)
             || s.overlay_holds(&route.dst, None)
         {
             return Err(exists("add_route"));
@@ -206,9 +218,7 @@ impl NodeNet for FakeNodeNet {
             });
         }
         let held = peer.pod_cidrs.iter().any(|c| {
-            s.foreign.contains(c)
-                || s.ours.iter().any(|r| r.dst == *c)
-                || s.overlay_holds(c, Some(peer.node_ip))
+            s.foreign.contains(c) || s.ours_to(c) || s.overlay_holds(c, Some(peer.node_ip))
         });
         if held {
             return Err(exists("add_overlay_peer"));

@@ -5,12 +5,12 @@ use super::*;
 const ME: &str = "me";
 
 fn node(name: &str, cidrs: &[&str], ips: &[&str]) -> NodeInfo {
-    NodeInfo {
-        name: name.into(),
-        pod_cidrs: cidrs.iter().map(|s| s.to_string()).collect(),
-        pod_cidrs_field: "spec.podCIDRs",
-        internal_ips: ips.iter().map(|s| s.to_string()).collect(),
-    }
+    NodeInfo::new(
+        name.into(),
+        "spec.podCIDRs",
+        cidrs.iter().map(|s| s.to_string()).collect(),
+        ips.iter().map(|s| s.to_string()).collect(),
+    )
 }
 
 fn me() -> NodeInfo {

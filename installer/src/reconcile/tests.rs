@@ -38,7 +38,7 @@ fn ops(net: &FakeNodeNet) -> Vec<String> {
 #[test]
 fn first_reconcile_adds_everything_and_a_second_changes_nothing() {
     let net = fake();
-    let mut fwd = Forwarding::default();
+    let mut fwd = Applied::default();
     let want = set(&[
         route("10.244.1.0/24", "192.168.0.2"),
         route("10.244.2.0/24", "192.168.0.3"),
@@ -66,7 +66,7 @@ fn first_reconcile_adds_everything_and_a_second_changes_nothing() {
 #[test]
 fn node_added_deleted_changed_cidr_and_changed_ip_cost_one_operation_each() {
     let net = fake();
-    let mut fwd = Forwarding::default();
+    let mut fwd = Applied::default();
     let mut want = set(&[
         route("10.244.1.0/24", "192.168.0.2"),
         route("10.244.2.0/24", "192.168.0.3"),
@@ -117,7 +117,7 @@ fn a_restart_with_stale_routes_removes_what_changed_while_the_agent_was_down() {
         route("10.244.1.0/24", "192.168.0.2"),
         route("10.244.3.0/24", "192.168.0.4"),
     ]);
-    let out = reconcile(&net, &want, &policy(), &mut Forwarding::default());
+    let out = reconcile(&net, &want, &policy(), &mut Applied::default());
     assert_eq!(
         ops(&net),
         [
@@ -143,7 +143,7 @@ fn a_foreign_route_is_left_alone_and_only_warned_about() {
         route("10.244.1.0/24", "192.168.0.2"),
         route("10.244.2.0/24", "192.168.0.3"),
     ]);
-    let out = reconcile(&net, &want, &policy(), &mut Forwarding::default());
+    let out = reconcile(&net, &want, &policy(), &mut Applied::default());
     assert_eq!(out.foreign, ["10.244.1.0/24".parse::<IpNetwork>().unwrap()]);
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     assert!(out.warnings[0].contains("not ours"), "{:?}", out.warnings);
@@ -163,7 +163,7 @@ fn one_failed_route_does_not_stop_the_others() {
         s.fail.insert("del_route");
     });
     let want = set(&[route("10.244.1.0/24", "192.168.0.2")]);
-    let out = reconcile(&net, &want, &policy(), &mut Forwarding::default());
+    let out = reconcile(&net, &want, &policy(), &mut Applied::default());
     assert_eq!(out.added, 1);
     assert_eq!(out.errors.len(), 1);
     assert!(
@@ -176,10 +176,10 @@ fn one_failed_route_does_not_stop_the_others() {
     // Adds failing: the firewall and forwarding still go on.
     let net = fake();
     net.with(|s| s.fail.insert("add_route"));
-    let mut fwd = Forwarding::default();
+    let mut fwd = Applied::default();
     let out = reconcile(&net, &want, &policy(), &mut fwd);
     assert_eq!(out.errors.len(), 1);
-    assert!(out.firewall_applied && fwd.v4);
+    assert!(out.firewall_applied && fwd.forwarding.v4);
 }
 
 #[test]
@@ -189,21 +189,65 @@ fn a_failing_firewall_or_forwarding_is_reported_and_retried() {
         s.fail.insert("apply_firewall");
         s.fail.insert("enable_forwarding");
     });
-    let mut fwd = Forwarding::default();
+    let mut fwd = Applied::default();
     let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
     assert_eq!(out.errors.len(), 2, "{:?}", out.errors);
-    assert!(!out.firewall_ok && !fwd.v4);
+    assert!(!out.firewall_ok && !fwd.forwarding.v4);
     net.with(|s| s.fail.clear());
     let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
-    assert!(out.errors.is_empty() && out.firewall_applied && fwd.v4);
+    assert!(out.errors.is_empty() && out.firewall_applied && fwd.forwarding.v4);
 }
 
 #[test]
 fn a_firewall_changed_by_someone_else_is_put_back() {
     let net = fake();
-    let mut fwd = Forwarding::default();
+    let mut fwd = Applied::default();
     reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
     net.with(|s| s.firewall = None);
+    // Until the periodic re-check, the agent trusts what it applied.
+    let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    assert!(!out.firewall_applied && out.firewall_ok);
+    fwd.forget();
     let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
     assert!(out.firewall_applied);
+}
+
+#[test]
+fn between_re_checks_an_event_reads_nothing_from_the_kernel_and_a_failure_forgets() {
+    let net = fake();
+    let mut applied = Applied::default();
+    let mut want = set(&[route("10.244.1.0/24", "192.168.0.2")]);
+    reconcile(&net, &want, &policy(), &mut applied);
+    ops(&net);
+    // Reads would fail now: an event is served from what the last pass left.
+    net.with(|s| {
+        s.fail.insert("our_routes");
+        s.fail.insert("firewall_matches");
+    });
+    want.insert(route("10.244.2.0/24", "192.168.0.3"));
+    let out = reconcile(&net, &want, &policy(), &mut applied);
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    assert_eq!(ops(&net), ["add 10.244.2.0/24 via 192.168.0.3"]);
+    assert_eq!(out.routes, 2);
+    // Someone else deletes our route: seen at the re-check, put back.
+    net.with(|s| {
+        s.fail.clear();
+        s.ours.remove(&route("10.244.1.0/24", "192.168.0.2"));
+    });
+    applied.forget();
+    reconcile(&net, &want, &policy(), &mut applied);
+    assert_eq!(ops(&net), ["add 10.244.1.0/24 via 192.168.0.2"]);
+    // A failed operation: the next pass reads the kernel again.
+    net.with(|s| s.fail.insert("add_route"));
+    want.insert(route("10.244.3.0/24", "192.168.0.4"));
+    assert_eq!(
+        reconcile(&net, &want, &policy(), &mut applied).errors.len(),
+        1
+    );
+    net.with(|s| {
+        s.fail.remove("add_route");
+        s.fail.insert("our_routes");
+    });
+    let out = reconcile(&net, &want, &policy(), &mut applied);
+    assert!(out.errors[0].starts_with("routes:"), "{:?}", out.errors);
 }
