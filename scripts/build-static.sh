@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Static (musl) release build of the whole suite: the plugins, cnitool and cni-install.
-# Output: target/x86_64-unknown-linux-musl/release/. `file` reports "statically linked";
-# the binaries run on any x86_64 Linux, with or without glibc.
+# Output: target/x86_64-unknown-linux-musl/release/ (under $CARGO_TARGET_DIR when set).
+# `file` reports "statically linked"; the binaries run on any x86_64 Linux, with or without
+# glibc.
 #
 # ring (rustls' crypto, used by cni-install) compiles some C: that needs musl-gcc, from
 # Debian's musl-tools (installed here when missing and running as root).
@@ -19,7 +20,7 @@ need_packages "the static build" musl-gcc:musl-tools
 CC_x86_64_unknown_linux_musl=musl-gcc \
     cargo build --release --workspace --bins --target "$target"
 
-out=target/$target/release
+out=${CARGO_TARGET_DIR:-target}/$target/release
 for bin in "$out"/bridge "$out"/host-local "$out"/loopback "$out"/portmap "$out"/cnitool "$out"/cni-install; do
     [[ -e $bin ]] || continue
     if ! file "$bin" | grep -Eq 'statically linked|static-pie linked'; then

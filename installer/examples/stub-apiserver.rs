@@ -6,7 +6,8 @@
 //! `STUB_NODES=N` adds N other nodes (`node-bench-I`, 10.X.Y.0/24 and fd01:0:0:I::/64, contiguous as
 //! kube-controller-manager allocates them, via
 //! 10.255.X.Y and fd00:ff::I). Commands on stdin, one per line, for tests:
-//! `put NAME CIDR[,CIDR] IP[,IP]`, `del NAME`, `expire`, `drop`.
+//! `put NAME CIDR[,CIDR] IP[,IP]` (also for `NODE`: its InternalIPs are otherwise a
+//! placeholder), `del NAME`, `expire`, `drop`.
 
 #[path = "../tests/support/apiserver.rs"]
 #[allow(dead_code)] // the tests use the rest
@@ -54,7 +55,14 @@ fn main() {
             ["put", name, cidrs, ips] => {
                 let cidrs: Vec<&str> = cidrs.split(',').collect();
                 let ips: Vec<&str> = ips.split(',').collect();
-                api.put_node(name, &cidrs, &ips);
+                if name == node {
+                    api.set(|b| {
+                        b.pod_cidrs = cidrs.iter().map(|s| s.to_string()).collect();
+                        b.internal_ips = ips.iter().map(|s| s.to_string()).collect();
+                    });
+                } else {
+                    api.put_node(name, &cidrs, &ips);
+                }
             }
             ["del", name] => api.delete_node(name),
             ["expire"] => api.expire_watches(),
