@@ -370,7 +370,7 @@ fn a_changed_peer_is_deleted_then_added_and_a_deleted_one_removed() {
     reconcile(
         &net,
         &BTreeSet::new(),
-        &overlay(&[a2.clone()]),
+        &overlay(std::slice::from_ref(&a2)),
         &policy(),
         &mut fwd,
     );
@@ -386,12 +386,12 @@ fn a_changed_device_is_made_anew_and_its_peers_put_back() {
     reconcile(
         &net,
         &BTreeSet::new(),
-        &overlay(&[a.clone()]),
+        &overlay(std::slice::from_ref(&a)),
         &policy(),
         &mut fwd,
     );
     ops(&net);
-    let mut want = overlay(&[a.clone()]);
+    let mut want = overlay(std::slice::from_ref(&a));
     want.spec = Some(spec(7));
     let out = reconcile(&net, &BTreeSet::new(), &want, &policy(), &mut fwd);
     assert!(out.errors.is_empty(), "{:?}", out.errors);
