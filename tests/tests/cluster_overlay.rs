@@ -24,8 +24,8 @@ fn network(cidr: &str) -> &str {
 
 /// What node `i` should hold for the nodes in `present`: for a peer on its segment, direct
 /// routes via the peer's addresses; for one on the other, overlay routes via the range's
-/// network address and an FDB entry to the peer's IPv4 address (the underlay).
-fn wanted(c: &Cluster, i: usize, present: &[usize]) -> (Vec<String>, Vec<String>) {
+/// network address and an FDB entry to the peer's address of the underlay's family.
+fn wanted(c: &Cluster, i: usize, present: &[usize], v6: bool) -> (Vec<String>, Vec<String>) {
     let me = &c.nodes[i];
     let (mut routes, mut fdb) = (Vec::new(), Vec::new());
     for &j in present.iter().filter(|j| **j != i) {
@@ -36,7 +36,11 @@ fn wanted(c: &Cluster, i: usize, present: &[usize]) -> (Vec<String>, Vec<String>
         } else {
             routes.push(format!("{} via {}", n.pod4, network(&n.pod4)));
             routes.push(format!("{} via {}", n.pod6, network(&n.pod6)));
-            fdb.push(n.ip4.to_string());
+            fdb.push(if v6 {
+                n.ip6.to_string()
+            } else {
+                n.ip4.to_string()
+            });
         }
     }
     routes.sort();
@@ -74,11 +78,12 @@ fn has_vxlan(node: &Node) -> bool {
         .success()
 }
 
-/// Waits until every node in `present` is ready and holds what [`wanted`] says.
-fn converged(c: &Cluster, agents: &[Agent], present: &[usize]) {
+/// Waits until every node in `present` is ready and holds what [`wanted`] says (`v6`: the
+/// underlay is IPv6).
+fn converged_on(c: &Cluster, agents: &[Agent], present: &[usize], v6: bool) {
     for &i in present {
         let node = &c.nodes[i];
-        let want = wanted(c, i, present);
+        let want = wanted(c, i, present, v6);
         wait_for(
             &format!("{} ready with its routes and overlay peers", node.name),
             || readyz(node) == Some(200) && (node.routes("0xcb"), fdb_dsts(node)) == want,
@@ -92,6 +97,22 @@ fn converged(c: &Cluster, agents: &[Agent], present: &[usize]) {
             },
         );
     }
+}
+
+fn converged(c: &Cluster, agents: &[Agent], present: &[usize]) {
+    converged_on(c, agents, present, false)
+}
+
+/// --uninstall leaves no device, no route of ours, no table of ours on `node`.
+fn uninstalled(node: &Node, agent: &mut Agent) {
+    agent.uninstall(node);
+    assert!(!has_vxlan(node), "{}: {VXLAN} left behind", node.name);
+    assert_eq!(node.routes("0xcb"), Vec::<String>::new(), "{}", node.name);
+    let tables = node.ns.exec_in(&["nft", "list", "tables"]);
+    assert!(
+        !tables.contains("cni-rs"),
+        "our table left behind: {tables}"
+    );
 }
 
 /// `ping` from `pod` to `dst` with `size` bytes of payload and DF set (IPv6 never
@@ -187,13 +208,50 @@ fn overlay_to_peers_behind_a_router_follows_the_node_list_and_leaves_with_uninst
 
     // --uninstall: no device, no routes of ours, no table of ours.
     for (node, agent) in c.nodes.iter().zip(agents.iter_mut()) {
-        agent.uninstall(node);
-        assert!(!has_vxlan(node), "{}: {VXLAN} left behind", node.name);
-        assert_eq!(node.routes("0xcb"), Vec::<String>::new(), "{}", node.name);
-        let tables = node.ns.exec_in(&["nft", "list", "tables"]);
-        assert!(
-            !tables.contains("cni-rs"),
-            "our table left behind: {tables}"
-        );
+        uninstalled(node, agent);
+    }
+}
+
+#[test]
+fn an_ipv6_underlay_carries_both_pod_families() {
+    if !testkit::privileged("an_ipv6_underlay_carries_both_pod_families") {
+        return;
+    }
+    let c = Cluster::segments("clo6", &[0, 1]);
+    let (api, access) = api_in(&c.ext, &c.nodes);
+    // IPv6 listed first: the cluster's primary family, the underlay's.
+    let (n1, n2) = (&c.nodes[0], &c.nodes[1]);
+    api.set(|b| b.internal_ips = vec![n1.ip6.to_string(), n1.ip4.to_string()]);
+    api.put_node(
+        &n2.name,
+        &[&n2.pod4, &n2.pod6],
+        &[&n2.ip6.to_string(), &n2.ip4.to_string()],
+    );
+    let mut agents: Vec<Agent> = c
+        .nodes
+        .iter()
+        .map(|n| Agent::start(n, &access, &[]))
+        .collect();
+    converged_on(&c, &agents, &[0, 1], true);
+    let pods: Vec<Pod> = c
+        .nodes
+        .iter()
+        .zip(&agents)
+        .map(|(n, a)| {
+            let conf = a.bridge_conf();
+            assert_eq!(
+                conf["mtu"], 1430,
+                "{}: 1500 minus the IPv6 overhead",
+                n.name
+            );
+            n.add_pod(&format!("clo6-p{}", n.index), &with_data_dir(conf, n))
+        })
+        .collect();
+    no_nat(&pods[0], &pods[1]);
+    no_nat(&pods[1], &pods[0]);
+    assert!(ping_df(&pods[0], pods[1].ip4.into(), 1430 - 28), "IPv4");
+    assert!(ping_df(&pods[1], pods[0].ip6.into(), 1430 - 48), "IPv6");
+    for (node, agent) in c.nodes.iter().zip(agents.iter_mut()) {
+        uninstalled(node, agent);
     }
 }
