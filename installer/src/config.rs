@@ -33,8 +33,8 @@ pub enum Mode {
         watches every Node and keeps, in the host's main table, one route per other node \
         and pod range via that node's InternalIP (route protocol 0xcb), the node-level \
         masquerade and forwarding rules (nf_tables table of its own) and IP forwarding on; \
-        with --mode vxlan or auto, peers that are not on-link are reached through one \
-        VXLAN device (cni-rs.vxlan) instead; \
+        with --mode auto (the default) the peers that are not on-link, with --mode vxlan \
+        every peer, are reached through one VXLAN device (cni-rs.vxlan) instead; \
         it frees host-local leases left from before the last reboot and serves /readyz, \
         /healthz and /metrics on --health-listen. SIGTERM exits cleanly, leaving everything \
         in place. Logs one line per action on stderr."

@@ -1,8 +1,8 @@
 //! What this node should hold, from the full Node list: a route to every other node's pod
 //! ranges via that node's InternalIP of the family, or (`--mode`) the VXLAN overlay to
-//! that node, and the node firewall policy. A pure
-//! function of the list and of what the kernel says about this node (its addresses, which
-//! addresses are on-link), so every decision is a unit test.
+//! that node, and the node firewall policy. A pure function of the list and of what the
+//! kernel says about this node (its addresses, which addresses are on-link), so every
+//! decision is a unit test.
 //!
 //! Bad or hostile Node data changes nothing it should not: a node whose data is refused is
 //! skipped (no route, and its ranges are not trusted as pod ranges), with a warning that
@@ -269,10 +269,12 @@ pub fn desired(me: &str, nodes: &[NodeInfo], local: Local, opts: &Options) -> De
         let mut overlay = Vec::new();
         for net in &c.cidrs {
             let gw = c.ips.iter().find(|ip| family_matches(net, ip));
-            if opts.mode != Mode::Vxlan && gw.is_some_and(|gw| (local.on_link)(*gw)) {
+            if opts.mode != Mode::Vxlan
+                && let Some(gw) = gw.filter(|gw| (local.on_link)(**gw))
+            {
                 out.routes.insert(PodRoute {
                     dst: *net,
-                    gateway: *gw.expect("on-link"),
+                    gateway: *gw,
                 });
                 continue;
             }

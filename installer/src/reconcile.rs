@@ -112,7 +112,7 @@ pub fn reconcile(
     out
 }
 
-/// Wanted routes by destination, and ours by destination.
+/// Ours by destination, and the wanted ones by destination.
 fn index<'a>(
     current: &'a [PodRoute],
     wanted: &'a BTreeSet<PodRoute>,
