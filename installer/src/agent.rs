@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hostnet::node::NodeNet;
+use hostnet::node::{NodeNet, VxlanSpec};
 use ipnetwork::IpNetwork;
 
 use crate::api::Client;
@@ -20,7 +20,7 @@ use crate::config::Args;
 use crate::desired::{self, Desired, Local, Options};
 use crate::health::{self, Metrics};
 use crate::nodes::NodeInfo;
-use crate::reconcile::{self, Applied};
+use crate::reconcile::{self, Applied, Overlay};
 use crate::run::{Installer, RunError, show};
 use crate::watcher::{self, Shared, Wake};
 use crate::{leases, log};
@@ -34,6 +34,12 @@ struct Agent<'a> {
     files_only: bool,
     metrics: &'a Metrics,
     options: Options,
+    vni: u32,
+    port: u16,
+    /// The pods' MTU for the overlay, once it was used: kept when no peer needs it any
+    /// more, so pods started meanwhile do not get a larger MTU than the next overlay peer
+    /// carries (until the agent restarts).
+    overlay_mtu: Option<u32>,
     /// What the last pass left in the kernel, trusted until the periodic re-check.
     applied: Applied,
     /// Answers of `on_link`, kept until the next periodic re-check (a reconcile per event
@@ -114,7 +120,11 @@ pub fn run(
         options: Options {
             cluster_cidrs: args.cluster_cidr.clone(),
             no_masquerade: args.no_masquerade_cidr.clone(),
+            mode: args.mode,
         },
+        vni: args.vxlan_vni,
+        port: args.vxlan_port,
+        overlay_mtu: None,
         applied: Applied::default(),
         on_link: HashMap::default(),
         warned: BTreeSet::new(),
@@ -203,6 +213,10 @@ impl Agent<'_> {
         let start = Instant::now();
         let mut ok = self.put_binaries();
         let desired = self.desired(&nodes);
+        let vxlan = self.vxlan(&desired);
+        if let Some(spec) = vxlan {
+            self.overlay_mtu = Some(spec.mtu());
+        }
         self.nodes = Some(nodes);
         match (&desired.own_error, desired.own_cidrs.is_empty()) {
             (Some(e), _) => self.warn_once(format!("error: {e}")),
@@ -224,14 +238,14 @@ impl Agent<'_> {
             self.metrics.conflist.store(false, Ordering::Relaxed);
         } else if ok {
             // The last known ranges: kept while the node lost them or the API is down.
-            let put = self.installer.put_conflist(&self.own);
+            let put = self.installer.put_conflist(&self.own, self.overlay_mtu);
             if let Err(e) = &put {
                 log(&format!("error: {e}"));
                 ok = false;
             }
             self.metrics.conflist.store(put.is_ok(), Ordering::Relaxed);
         }
-        ok &= self.kernel(&desired);
+        ok &= self.kernel(&desired, vxlan);
         self.warned = std::mem::take(&mut self.warning);
         let took = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.metrics
@@ -284,6 +298,17 @@ impl Agent<'_> {
         d
     }
 
+    /// The VXLAN device, when the overlay is used: its MTU fits the underlay interface's.
+    fn vxlan(&self, desired: &Desired) -> Option<VxlanSpec> {
+        let local = desired.underlay?;
+        Some(VxlanSpec {
+            vni: self.vni,
+            port: self.port,
+            local,
+            underlay_mtu: crate::host_mtu::underlay_mtu(local).unwrap_or(1500),
+        })
+    }
+
     /// Logs `msg` unless the last reconcile logged it too.
     fn warn_once(&mut self, msg: String) {
         if !self.warned.contains(&msg) && !self.warning.contains(&msg) {
@@ -293,7 +318,7 @@ impl Agent<'_> {
     }
 
     /// Routes, rules and forwarding; true when all are in place.
-    fn kernel(&mut self, desired: &Desired) -> bool {
+    fn kernel(&mut self, desired: &Desired, vxlan: Option<VxlanSpec>) -> bool {
         let Some(net) = self.net else {
             // Nothing of ours to put in the kernel with --files-only.
             let ok = self.files_only;
@@ -301,7 +326,17 @@ impl Agent<'_> {
             self.metrics.firewall_ok.store(ok, Ordering::Relaxed);
             return ok;
         };
-        let out = reconcile::reconcile(net, &desired.routes, &desired.policy, &mut self.applied);
+        let overlay = Overlay {
+            spec: vxlan,
+            peers: desired.overlay.clone(),
+        };
+        let out = reconcile::reconcile(
+            net,
+            &desired.routes,
+            &overlay,
+            &desired.policy,
+            &mut self.applied,
+        );
         for line in &out.changes {
             log(line);
         }
@@ -318,6 +353,10 @@ impl Agent<'_> {
         m.routes.store(out.routes as u64, Ordering::Relaxed);
         m.routes_wanted
             .store(desired.routes.len() as u64, Ordering::Relaxed);
+        m.overlay_peers
+            .store(out.overlay_peers as u64, Ordering::Relaxed);
+        m.overlay_peers_wanted
+            .store(desired.overlay.len() as u64, Ordering::Relaxed);
         m.routes_ok.store(out.routes_ok(), Ordering::Relaxed);
         m.firewall_ok.store(out.firewall_ok, Ordering::Relaxed);
         out.errors.is_empty()

@@ -4,8 +4,21 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use ipnetwork::IpNetwork;
+
+/// How pod traffic reaches another node (`--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Mode {
+    /// Direct routes only (`podCIDR via InternalIP`); a peer that is not on-link gets a
+    /// warning and no route.
+    HostGw,
+    /// Every peer through the VXLAN overlay.
+    Vxlan,
+    /// A direct route to each on-link peer, the overlay for the others.
+    #[default]
+    Auto,
+}
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -20,6 +33,8 @@ use ipnetwork::IpNetwork;
         watches every Node and keeps, in the host's main table, one route per other node \
         and pod range via that node's InternalIP (route protocol 0xcb), the node-level \
         masquerade and forwarding rules (nf_tables table of its own) and IP forwarding on; \
+        with --mode auto (the default) the peers that are not on-link, with --mode vxlan \
+        every peer, are reached through one VXLAN device (cni-rs.vxlan) instead; \
         it frees host-local leases left from before the last reboot and serves /readyz, \
         /healthz and /metrics on --health-listen. SIGTERM exits cleanly, leaving everything \
         in place. Logs one line per action on stderr."
@@ -30,7 +45,7 @@ pub struct Args {
     pub once: bool,
 
     /// Remove our conflist, our binaries (those still identical to --source-dir's), our
-    /// routes (protocol 0xcb) and our firewall table, then exit.
+    /// routes (protocol 0xcb), our VXLAN device and our firewall table, then exit.
     #[arg(long, env = "CNI_RS_UNINSTALL")]
     pub uninstall: bool,
 
@@ -111,6 +126,23 @@ pub struct Args {
     /// (cloud routes).
     #[arg(long, env = "CNI_RS_FILES_ONLY")]
     pub files_only: bool,
+
+    /// How pods reach other nodes: host-gw (direct routes: every node on one L2 segment),
+    /// vxlan (every peer through the VXLAN overlay), auto (a direct route to each on-link
+    /// peer, the overlay for the others).
+    #[arg(long, env = "CNI_RS_MODE", value_enum, default_value_t = Mode::Auto)]
+    pub mode: Mode,
+
+    /// VXLAN network identifier of the overlay (flannel's default, 1); the same on every node.
+    #[arg(long, env = "CNI_RS_VXLAN_VNI", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=16_777_215))]
+    pub vxlan_vni: u32,
+
+    /// UDP port of the overlay (flannel's default, 8472, Linux's VXLAN port; IANA's is
+    /// 4789); the same on every node, open between the nodes.
+    #[arg(long, env = "CNI_RS_VXLAN_PORT", default_value_t = 8472,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub vxlan_port: u16,
 
     /// host-local's dataDir, as mounted in this container (lease cleanup after a reboot).
     #[arg(
@@ -258,6 +290,13 @@ mod tests {
         );
         assert_eq!(args.conf_name, "10-cni-rs.conflist");
         assert_eq!(args.cni_version, "1.0.0");
+        assert_eq!(
+            (args.mode, args.vxlan_vni, args.vxlan_port),
+            (Mode::Auto, 1, 8472),
+            "flannel's VNI and port"
+        );
+        let args = Args::try_parse_from(["cni-install", "--mode", "host-gw"]).unwrap();
+        assert_eq!(args.mode, Mode::HostGw);
     }
 
     #[test]
@@ -274,6 +313,10 @@ mod tests {
             &["--cluster-cidr", "10.0.0.1/8"],
             &["--no-masquerade-cidr", "nonsense"],
             &["--health-listen", "0.0.0.0:9277"],
+            &["--mode", "bgp"],
+            &["--vxlan-vni", "0"],
+            &["--vxlan-vni", "16777216"],
+            &["--vxlan-port", "0"],
         ] {
             let err = Args::try_parse_from(["cni-install"].iter().chain(args)).unwrap_err();
             assert!(err.to_string().contains(args[0]), "{args:?}: {err}");

@@ -1,7 +1,8 @@
 //! What this node should hold, from the full Node list: a route to every other node's pod
-//! ranges via that node's InternalIP of the family, and the node firewall policy. A pure
-//! function of the list and of what the kernel says about this node (its addresses, which
-//! addresses are on-link), so every decision is a unit test.
+//! ranges via that node's InternalIP of the family, or (`--mode`) the VXLAN overlay to
+//! that node, and the node firewall policy. A pure function of the list and of what the
+//! kernel says about this node (its addresses, which addresses are on-link), so every
+//! decision is a unit test.
 //!
 //! Bad or hostile Node data changes nothing it should not: a node whose data is refused is
 //! skipped (no route, and its ranges are not trusted as pod ranges), with a warning that
@@ -11,9 +12,10 @@ use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use hostnet::node::{FamilyPolicy, NodePolicy, PodRoute};
+use hostnet::node::{FamilyPolicy, NodePolicy, OverlayPeer, PodRoute};
 use ipnetwork::IpNetwork;
 
+use crate::config::Mode;
 use crate::nodes::NodeInfo;
 
 /// Settings that shape the desired state (`--cluster-cidr`, `--no-masquerade-cidr`).
@@ -23,6 +25,8 @@ pub struct Options {
     pub cluster_cidrs: Vec<IpNetwork>,
     /// Destinations never masqueraded, beside every node's pod ranges.
     pub no_masquerade: Vec<IpNetwork>,
+    /// Which peers get a direct route and which the overlay.
+    pub mode: Mode,
 }
 
 /// What the kernel says about this node.
@@ -40,6 +44,11 @@ pub struct Desired {
     /// Why this node's own ranges cannot be used (missing from the list, malformed).
     pub own_error: Option<String>,
     pub routes: BTreeSet<PodRoute>,
+    /// Peers reached through the VXLAN overlay (their ranges have no direct route).
+    pub overlay: BTreeSet<OverlayPeer>,
+    /// This node's underlay address for the overlay (see [`underlay`]), when the overlay is
+    /// used: some peer goes through it, or `--mode vxlan` (every future peer will).
+    pub underlay: Option<IpAddr>,
     pub policy: NodePolicy,
     /// One line per refused node, field or route.
     pub warnings: Vec<String>,
@@ -229,39 +238,109 @@ pub fn desired<N: Borrow<NodeInfo>>(
         warn(format!("node {}: {why}; node skipped", candidates[*i].name));
     }
 
-    // Routes, and the pod ranges every node trusts.
+    // Routes or overlay peers, and the pod ranges every node trusts.
+    // Why this node cannot have the overlay: said once, when a peer needs it.
+    let mut no_overlay = None;
+    let underlay = match opts.mode {
+        Mode::HostGw => None,
+        _ if own.is_none() => None, // own_error says why
+        _ => underlay(me, nodes, &local_addrs)
+            .map_err(|e| no_overlay = Some(e))
+            .ok(),
+    };
+    if opts.mode == Mode::Vxlan
+        && let Some(e) = no_overlay.take()
+    {
+        warn(e);
+    }
     let mut pod_ranges: Vec<IpNetwork> = own_cidrs.clone();
     for (i, c) in candidates.iter().enumerate() {
         if refused.contains_key(&i) {
             continue;
         }
         pod_ranges.extend(c.cidrs.iter().copied());
+        // The peer's end of the overlay: its InternalIP of our underlay's family.
+        let peer_underlay =
+            underlay.and_then(|u| c.ips.iter().find(|ip| ip.is_ipv4() == u.is_ipv4()));
+        let mut overlay = Vec::new();
         for net in c.cidrs {
-            let Some(gw) = c.ips.iter().find(|ip| family_matches(net, ip)) else {
-                let fam = if net.is_ipv4() { "IPv4" } else { "IPv6" };
-                warn(format!(
-                    "node {}: no {fam} InternalIP in status.addresses; no route to its {net}",
-                    c.name
-                ));
+            let gw = c.ips.iter().find(|ip| family_matches(net, ip));
+            if opts.mode != Mode::Vxlan
+                && let Some(gw) = gw.filter(|gw| (local.on_link)(**gw))
+            {
+                out.routes.insert(PodRoute {
+                    dst: *net,
+                    gateway: *gw,
+                });
                 continue;
-            };
-            if !(local.on_link)(*gw) {
-                warn(format!(
+            }
+            if peer_underlay.is_some() {
+                // Either pod family rides on our underlay's family.
+                overlay.push(*net);
+                continue;
+            }
+            if let Some(e) = no_overlay.take() {
+                warn(e);
+            }
+            let fam = |v4: bool| if v4 { "IPv4" } else { "IPv6" };
+            warn(match (gw, underlay) {
+                (_, Some(u)) => format!(
+                    "node {}: no {} InternalIP in status.addresses for the overlay (this \
+                     node's underlay address is {u}); no route to its {net}",
+                    c.name,
+                    fam(u.is_ipv4())
+                ),
+                (None, None) => format!(
+                    "node {}: no {} InternalIP in status.addresses; no route to its {net}",
+                    c.name,
+                    fam(net.is_ipv4())
+                ),
+                (Some(gw), None) => format!(
                     "node {}: InternalIP {gw} is not directly reachable from this node (its \
                      route has a gateway); no route to its {net}",
                     c.name
-                ));
-                continue;
-            }
-            out.routes.insert(PodRoute {
-                dst: *net,
-                gateway: *gw,
+                ),
             });
         }
+        if let (Some(ip), false) = (peer_underlay, overlay.is_empty()) {
+            out.overlay.insert(OverlayPeer::new(*ip, overlay));
+        }
+    }
+    if !out.overlay.is_empty() || opts.mode == Mode::Vxlan {
+        out.underlay = underlay;
     }
     out.policy = policy(&own_cidrs, &pod_ranges, opts);
     out.own_cidrs = own_cidrs;
     out
+}
+
+/// This node's underlay address for the overlay: the first of its InternalIPs (kubelet
+/// lists the cluster's primary family first, so every node picks the same family), which
+/// must be an address of this node (the device sends from it). One device, one family:
+/// pods of both families ride on it, and a peer is reached at its InternalIP of that family.
+fn underlay<N: Borrow<NodeInfo>>(
+    me: &str,
+    nodes: &[N],
+    local: &BTreeSet<IpAddr>,
+) -> Result<IpAddr, String> {
+    let no = |why: String| format!("node {me}: {why}; no overlay to peers that are not on-link");
+    let node: &NodeInfo = nodes
+        .iter()
+        .map(|n| n.borrow())
+        .find(|n| n.name == me)
+        .ok_or_else(|| no("not in the node list".into()))?;
+    let ip = *node
+        .ips
+        .as_ref()
+        .map_err(|e| no(e.clone()))?
+        .first()
+        .ok_or_else(|| no("no InternalIP in status.addresses".into()))?;
+    if !local.contains(&ip) {
+        return Err(no(format!(
+            "status.addresses InternalIP {ip} is not an address of this node"
+        )));
+    }
+    Ok(ip)
 }
 
 fn outside_cluster(net: &IpNetwork, cluster: &[IpNetwork]) -> bool {

@@ -21,6 +21,9 @@ pub struct Metrics {
     pub firewall_ok: AtomicBool,
     pub routes: AtomicU64,
     pub routes_wanted: AtomicU64,
+    /// VXLAN overlay peers in the kernel, and wanted, after the last reconcile.
+    pub overlay_peers: AtomicU64,
+    pub overlay_peers_wanted: AtomicU64,
     pub reconciles: AtomicU64,
     pub reconcile_errors: AtomicU64,
     pub api_errors: AtomicU64,
@@ -94,9 +97,21 @@ impl Metrics {
             get(&self.routes_wanted).to_string(),
         );
         metric(
+            "overlay_peers",
+            "gauge",
+            "Peers of ours on the VXLAN device (cni-rs.vxlan) after the last reconcile.",
+            get(&self.overlay_peers).to_string(),
+        );
+        metric(
+            "overlay_peers_wanted",
+            "gauge",
+            "Peers the last reconcile wanted through the VXLAN overlay.",
+            get(&self.overlay_peers_wanted).to_string(),
+        );
+        metric(
             "routes_in_place",
             "gauge",
-            "1 when every wanted route is in place.",
+            "1 when every wanted route and overlay peer is in place.",
             flag(&self.routes_ok).to_string(),
         );
         metric(

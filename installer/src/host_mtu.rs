@@ -1,6 +1,8 @@
 //! The MTU of the host's default-route interface (the conflist's default MTU), read over
 //! netlink (with `hostNetwork: true` this container's network namespace is the host's).
 
+use std::net::IpAddr;
+
 use hostnet::netlink::{IpFamily, MAIN_TABLE, Netlink, Route};
 
 /// MTU of the interface holding the IPv4 default route, else the IPv6 one; None when the
@@ -11,6 +13,22 @@ pub fn default_route_mtu() -> Option<u32> {
         .into_iter()
         .find_map(|fam| default_oif(&nl.routes(fam).ok()?))?;
     Some(nl.link_by_index(oif).ok()?.mtu)
+}
+
+/// MTU of the interface holding `addr` (the overlay's underlay interface), else of the
+/// default-route interface; None when netlink cannot tell.
+pub fn underlay_mtu(addr: IpAddr) -> Option<u32> {
+    let nl = Netlink::current().ok()?;
+    let index = nl
+        .addresses(None)
+        .ok()?
+        .into_iter()
+        .find(|a| a.addr.ip() == addr)
+        .map(|a| a.index);
+    match index {
+        Some(i) => Some(nl.link_by_index(i).ok()?.mtu),
+        None => default_route_mtu(),
+    }
 }
 
 /// The interface of the main table's default route with the lowest metric.

@@ -1,7 +1,7 @@
-//! What the agent keeps of a Node: its name, its pod ranges and its InternalIPs, as the
-//! API server sent them (validated later, in `desired`). Everything else in the object is
-//! skipped while it is decoded, so a cache of thousands of Nodes stays a few hundred bytes
-//! per Node whatever the objects carry.
+//! What the agent keeps of a Node: its name, its pod ranges and its InternalIPs, parsed
+//! when it arrives (checked against the other Nodes and this node later, in `desired`).
+//! Everything else in the object is skipped while it is decoded, so a cache of thousands
+//! of Nodes stays a few hundred bytes per Node whatever the objects carry.
 
 use std::net::IpAddr;
 
@@ -15,26 +15,22 @@ use crate::podcidr;
 const MAX_VALUES: usize = 4;
 const MAX_VALUE_LEN: usize = 64;
 
-/// One Node as the agent sees it.
+/// One Node as the agent sees it, parsed once, when it arrives: every reconcile reads
+/// every Node, and must not parse 5,000 of them again for one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
     pub name: String,
-    /// `spec.podCIDRs`, or `[spec.podCIDR]` when only that is set (a cluster from before
-    /// dual-stack); the raw strings.
-    pub pod_cidrs: Vec<String>,
-    /// Which of the two fields `pod_cidrs` came from (for warnings).
+    /// Which field the pod ranges came from (for warnings).
     pub pod_cidrs_field: &'static str,
-    /// `status.addresses` of type InternalIP, in API order; raw strings.
-    pub internal_ips: Vec<String>,
-    /// `pod_cidrs` parsed and checked on their own (`podcidr::parse_ranges`), once, when
-    /// the Node arrives: every reconcile reads every Node, and must not parse 5,000 again
-    /// for one event.
+    /// The pod ranges, checked on their own (`podcidr::parse_ranges`), or why not.
     pub ranges: Result<Vec<IpNetwork>, String>,
-    /// `internal_ips` parsed, or why one is not an address.
+    /// `status.addresses` of type InternalIP in API order, or why one is not an address.
     pub ips: Result<Vec<IpAddr>, String>,
 }
 
 impl NodeInfo {
+    /// From the raw values: `pod_cidrs` of `spec.podCIDRs`, or `[spec.podCIDR]` when only
+    /// that is set (a cluster from before dual-stack), and the InternalIPs.
     pub fn new(
         name: String,
         pod_cidrs_field: &'static str,
@@ -52,9 +48,7 @@ impl NodeInfo {
             .collect();
         NodeInfo {
             name,
-            pod_cidrs,
             pod_cidrs_field,
-            internal_ips,
             ranges,
             ips,
         }
@@ -262,10 +256,10 @@ mod tests {
     fn legacy_pod_cidr_and_no_range() {
         let n: RawNode = serde_json::from_str(r#"{"spec":{"podCIDR":"10.0.2.0/24"}}"#).unwrap();
         let info = n.info();
-        assert_eq!(info.pod_cidrs, ["10.0.2.0/24"]);
+        assert_eq!(info.ranges, Ok(vec!["10.0.2.0/24".parse().unwrap()]));
         assert_eq!(info.pod_cidrs_field, "spec.podCIDR");
         let n: RawNode = serde_json::from_str(r#"{"spec":{}}"#).unwrap();
-        assert!(n.info().pod_cidrs.is_empty());
+        assert_eq!(n.info().ranges, Ok(vec![]));
     }
 
     #[test]
@@ -278,8 +272,16 @@ mod tests {
             "status": {"addresses": [{"type": "InternalIP", "address": long}]}
         });
         let info = serde_json::from_value::<RawNode>(body).unwrap().info();
-        assert_eq!(info.pod_cidrs.len(), MAX_VALUES);
-        assert!(info.internal_ips[0].len() <= MAX_VALUE_LEN + 3);
+        let ranges = info.ranges.unwrap_err();
+        assert!(
+            ranges.contains("more than two ranges") && ranges.len() < 200,
+            "{ranges}"
+        );
+        let ips = info.ips.unwrap_err();
+        assert!(
+            ips.contains("not an IP address") && ips.len() < 200,
+            "{ips}"
+        );
     }
 
     #[test]

@@ -1,18 +1,33 @@
 //! Makes the kernel hold the desired state: our routes compared with `our_routes()` and
-//! only the difference applied (also what changed while the agent was down), the firewall
-//! table applied only when it does not match, forwarding on. One failure does not stop the
-//! other changes; each is reported.
+//! our overlay peers with `overlay_peers()`, only the difference applied (also what changed
+//! while the agent was down), the firewall table applied only when it does not match,
+//! forwarding on. One failure does not stop the other changes; each is reported.
 //!
 //! What a pass leaves is kept ([`Applied`]) and trusted by the next one, so an event costs
 //! the changes it makes and no dump of thousands of routes; the agent's periodic re-check
 //! and any failure forget it, and the next pass reads the kernel again (drift, someone
 //! else's changes).
+//!
+//! Order: unwanted direct routes, then the VXLAN device and unwanted overlay peers, then new
+//! direct routes, then new overlay peers. A pod range moving between a direct route and the
+//! overlay is so freed by one kind before the other claims it (the kernel holds one route
+//! per destination: the second would fail with EEXIST).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 
-use hostnet::node::{NodeNet, NodePolicy, PodRoute};
+use hostnet::node::{NodeNet, NodePolicy, OverlayPeer, PodRoute, VxlanSpec};
 use ipnetwork::IpNetwork;
+
+/// The overlay part of the desired state.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Overlay {
+    /// The device. None, or no peers: no peer needs the overlay and the device is removed
+    /// (with every entry on it): nothing of ours stays that nothing uses, and making it
+    /// again when a peer needs it is one netlink call.
+    pub spec: Option<VxlanSpec>,
+    pub peers: BTreeSet<OverlayPeer>,
+}
 
 /// What one reconcile did and found.
 #[derive(Debug, Default, PartialEq)]
@@ -26,6 +41,8 @@ pub struct Outcome {
     pub foreign: Vec<IpNetwork>,
     /// Our routes in the kernel afterwards, as far as this reconcile knows.
     pub routes: usize,
+    /// Our overlay peers in the kernel afterwards, as far as this reconcile knows.
+    pub overlay_peers: usize,
     pub firewall_applied: bool,
     pub firewall_ok: bool,
     /// Every failed operation, one line each.
@@ -37,7 +54,10 @@ pub struct Outcome {
 impl Outcome {
     /// Every wanted route and the firewall are in place (ready).
     pub fn routes_ok(&self) -> bool {
-        self.errors.iter().all(|e| !e.starts_with("route")) && self.foreign.is_empty()
+        self.errors
+            .iter()
+            .all(|e| !e.starts_with("route") && !e.starts_with("overlay"))
+            && self.foreign.is_empty()
     }
 }
 
@@ -48,39 +68,70 @@ pub struct Forwarding {
     pub v6: bool,
 }
 
+/// Our VXLAN device (None: none) and the peers on it.
+type OverlayState = (Option<VxlanSpec>, BTreeSet<OverlayPeer>);
+
 /// What the kernel held after the last pass, as far as this agent knows.
 #[derive(Debug, Default)]
 pub struct Applied {
     pub forwarding: Forwarding,
     /// Our routes (None: read them from the kernel).
     routes: Option<BTreeSet<PodRoute>>,
+    /// Our device and overlay peers (None: read them from the kernel).
+    overlay: Option<OverlayState>,
     /// The policy our firewall table matched (None: compare with the kernel).
     firewall: Option<NodePolicy>,
 }
 
 impl Applied {
-    /// The next pass reads routes and firewall from the kernel again.
+    /// The next pass reads routes, overlay and firewall from the kernel again.
     pub fn forget(&mut self) {
         self.routes = None;
+        self.overlay = None;
         self.firewall = None;
     }
 }
 
-/// Applies `routes` and `policy` to `net`.
+/// Applies `routes`, `overlay` and `policy` to `net`.
 pub fn reconcile(
     net: &dyn NodeNet,
     routes: &BTreeSet<PodRoute>,
+    overlay: &Overlay,
     policy: &NodePolicy,
     applied: &mut Applied,
 ) -> Outcome {
     let mut out = Outcome::default();
     let current = match applied.routes.take() {
-        Some(known) => Ok(known),
-        None => net.our_routes().map(|r| r.into_iter().collect()),
+        Some(known) => Some(known),
+        None => net
+            .our_routes()
+            .map(|r| r.into_iter().collect())
+            .map_err(|e| out.errors.push(format!("routes: {e}")))
+            .ok(),
     };
-    match current {
-        Ok(current) => applied.routes = apply_routes(net, current, routes, &mut out),
-        Err(e) => out.errors.push(format!("routes: {e}")),
+    let failed = out.errors.len();
+    let mut current = current.map(|mut c| {
+        let replaces = del_routes(net, &mut c, routes, &mut out);
+        (c, replaces)
+    });
+    let mut peers = del_peers(net, overlay, applied.overlay.take(), &mut out);
+    if let Some((current, replaces)) = &mut current {
+        add_routes(net, current, routes, replaces, &mut out);
+        out.routes = current.len();
+    }
+    if let Some((_, have)) = &mut peers {
+        add_peers(net, have, &overlay.peers, &mut out);
+        out.overlay_peers = have.len();
+    }
+    // Known only when nothing failed; otherwise the next pass reads the kernel.
+    let clean = !out
+        .errors
+        .iter()
+        .skip(failed)
+        .any(|e| e.starts_with("route") || e.starts_with("overlay"));
+    if clean {
+        applied.routes = current.map(|(c, _)| c);
+        applied.overlay = peers;
     }
     if applied.firewall.as_ref() == Some(policy) {
         out.firewall_ok = true;
@@ -118,21 +169,19 @@ pub fn reconcile(
     out
 }
 
-/// Makes our routes `wanted`, from `current`: deletes first (a destination freed for
-/// another kind of route), then replaces (a changed gateway: one message) and adds. Our
-/// routes afterwards, or None when an operation failed (unknown: read them again).
-fn apply_routes(
+/// Deletes our routes that are not wanted, except those a wanted route to the same
+/// destination replaces (a changed gateway: one message, in `add_routes`), which it
+/// returns by destination (the first of ours there: routes order by destination, then
+/// gateway).
+fn del_routes(
     net: &dyn NodeNet,
-    mut current: BTreeSet<PodRoute>,
+    current: &mut BTreeSet<PodRoute>,
     wanted: &BTreeSet<PodRoute>,
     out: &mut Outcome,
-) -> Option<BTreeSet<PodRoute>> {
+) -> BTreeMap<IpNetwork, PodRoute> {
     let gone: BTreeSet<PodRoute> = current.difference(wanted).cloned().collect();
-    let new: Vec<&PodRoute> = wanted.iter().filter(|w| !current.contains(w)).collect();
-    // A new route whose destination one of ours holds replaces that one (the first: routes
-    // order by destination, then gateway).
     let mut replaces: BTreeMap<IpNetwork, PodRoute> = BTreeMap::new();
-    for w in &new {
+    for w in wanted.difference(current) {
         let first = PodRoute {
             dst: w.dst,
             gateway: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -141,7 +190,6 @@ fn apply_routes(
             replaces.insert(w.dst, old.clone());
         }
     }
-    let failed = out.errors.len();
     for r in gone.iter().filter(|r| replaces.get(&r.dst) != Some(r)) {
         match net.del_route(r) {
             Ok(()) => {
@@ -158,15 +206,27 @@ fn apply_routes(
                 .push(format!("route {} via {}: {e}", r.dst, r.gateway)),
         }
     }
+    replaces
+}
+
+/// Adds the wanted routes that are not ours yet, or replaces ours to their destination.
+fn add_routes(
+    net: &dyn NodeNet,
+    current: &mut BTreeSet<PodRoute>,
+    wanted: &BTreeSet<PodRoute>,
+    replaces: &BTreeMap<IpNetwork, PodRoute>,
+    out: &mut Outcome,
+) {
+    let new: Vec<PodRoute> = wanted.difference(current).cloned().collect();
     for w in new {
         if let Some(old) = replaces.get(&w.dst) {
-            match net.replace_route(w) {
+            match net.replace_route(&w) {
                 Ok(()) => {
                     out.replaced += 1;
                     out.changes
                         .push(format!("route replace {} via {}", w.dst, w.gateway));
                     current.remove(old);
-                    current.insert(w.clone());
+                    current.insert(w);
                 }
                 Err(e) => out
                     .errors
@@ -174,12 +234,12 @@ fn apply_routes(
             }
             continue;
         }
-        match net.add_route(w) {
+        match net.add_route(&w) {
             Ok(()) => {
                 out.added += 1;
                 out.changes
                     .push(format!("route add {} via {}", w.dst, w.gateway));
-                current.insert(w.clone());
+                current.insert(w);
             }
             Err(e) if e.is_exists() => {
                 out.foreign.push(w.dst);
@@ -194,8 +254,111 @@ fn apply_routes(
                 .push(format!("route {} via {}: {e}", w.dst, w.gateway)),
         }
     }
-    out.routes = current.len();
-    (out.errors.len() == failed).then_some(current)
+}
+
+/// `10.244.3.0/24,fd00:10:244:3::/64 via 192.168.20.21`
+fn show_peer(p: &OverlayPeer) -> String {
+    format!("{} via {}", crate::run::show(&p.pod_cidrs), p.node_ip)
+}
+
+/// The device as wanted, and the peers it holds that are not wanted deleted (a changed peer
+/// too: `add_peers` makes it anew). `known`: what the last pass left (None: read the
+/// kernel). Returns the device and the peers left, None when unknown after a failure.
+fn del_peers(
+    net: &dyn NodeNet,
+    overlay: &Overlay,
+    known: Option<OverlayState>,
+    out: &mut Outcome,
+) -> Option<OverlayState> {
+    let spec = match &overlay.spec {
+        Some(spec) if !overlay.peers.is_empty() => *spec,
+        _ => {
+            let had = match &known {
+                Some((None, _)) => return known, // no device, none wanted
+                Some((Some(_), peers)) => peers.len(),
+                // Listed first only to say so when something goes.
+                None => net.overlay_peers().map(|p| p.len()).unwrap_or(0),
+            };
+            return match net.remove_vxlan() {
+                Ok(()) => {
+                    if had > 0 {
+                        out.changes.push(format!(
+                            "overlay device removed, with its {had} peer(s): no peer needs it"
+                        ));
+                    }
+                    Some((None, BTreeSet::new()))
+                }
+                Err(e) => {
+                    out.errors.push(format!("overlay device: {e}"));
+                    None
+                }
+            };
+        }
+    };
+    let current = match known {
+        Some((Some(have), peers)) if have == spec => peers,
+        _ => {
+            // A device with other parameters is made anew, without its entries: list after.
+            if let Err(e) = net.ensure_vxlan(&spec) {
+                out.errors.push(format!("overlay device: {e}"));
+                return None;
+            }
+            match net.overlay_peers() {
+                Ok(p) => p.into_iter().collect(),
+                Err(e) => {
+                    out.errors.push(format!("overlay peers: {e}"));
+                    return None;
+                }
+            }
+        }
+    };
+    let mut have = BTreeSet::new();
+    for p in current {
+        if overlay.peers.contains(&p) {
+            have.insert(p);
+            continue;
+        }
+        match net.del_overlay_peer(&p) {
+            Ok(()) => out.changes.push(format!("overlay del {}", show_peer(&p))),
+            Err(e) => {
+                out.errors
+                    .push(format!("overlay peer {}: {e}", show_peer(&p)));
+                have.insert(p);
+            }
+        }
+    }
+    Some((Some(spec), have))
+}
+
+fn add_peers(
+    net: &dyn NodeNet,
+    have: &mut BTreeSet<OverlayPeer>,
+    wanted: &BTreeSet<OverlayPeer>,
+    out: &mut Outcome,
+) {
+    let new: Vec<&OverlayPeer> = wanted.difference(have).collect();
+    let mut added = Vec::new();
+    for p in new {
+        match net.add_overlay_peer(p) {
+            Ok(()) => {
+                out.changes.push(format!("overlay add {}", show_peer(p)));
+                added.push(p.clone());
+            }
+            Err(e) if e.is_exists() => {
+                out.foreign.extend(p.pod_cidrs.iter().copied());
+                out.warnings.push(format!(
+                    "a route to one of {} that is not an overlay route of ours is in the \
+                     way: left alone, no overlay to {}",
+                    crate::run::show(&p.pod_cidrs),
+                    p.node_ip
+                ));
+            }
+            Err(e) => out
+                .errors
+                .push(format!("overlay peer {}: {e}", show_peer(p))),
+        }
+    }
+    have.extend(added);
 }
 
 #[cfg(test)]

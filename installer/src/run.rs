@@ -127,8 +127,17 @@ impl<'a> Installer<'a> {
         names
     }
 
-    pub fn put_conflist(&self, cidrs: &[IpNetwork]) -> Result<(), RunError> {
-        let mtu = self.args.mtu.or_else(host_mtu::default_route_mtu);
+    /// `overlay_mtu`: the MTU pods need for the VXLAN overlay, when it is used (--mtu wins).
+    pub fn put_conflist(
+        &self,
+        cidrs: &[IpNetwork],
+        overlay_mtu: Option<u32>,
+    ) -> Result<(), RunError> {
+        let mtu = self
+            .args
+            .mtu
+            .or(overlay_mtu)
+            .or_else(host_mtu::default_route_mtu);
         let settings = Settings {
             cni_version: &self.args.cni_version,
             bridge: &self.args.bridge,
@@ -195,7 +204,9 @@ pub fn once(args: &Args, stop: &Stop) -> Result<(), RunError> {
     };
     agent::free_stale_leases(args);
     installer.put_binaries()?;
-    installer.put_conflist(&cidrs)
+    // Without the Node list it cannot tell whether a peer needs the overlay: the agent
+    // lowers the MTU when one does.
+    installer.put_conflist(&cidrs, None)
 }
 
 /// The node agent until SIGTERM/SIGINT (Ok then): see `agent`.
@@ -246,7 +257,8 @@ pub fn daemon(args: &Args, stop: Stop) -> Result<(), RunError> {
 }
 
 /// Removes our conflist, those of our binaries still identical to the source dir's, our
-/// routes and our firewall table; nothing else.
+/// routes, our VXLAN device (with its entries and routes) and our firewall table; nothing
+/// else.
 pub fn uninstall(args: &Args, net: Result<&dyn NodeNet, NodeNetError>) -> Result<(), RunError> {
     let bins = binaries::load(&args.source_dir).map_err(RunError::Setup)?;
     let conf = args.conf_dir.join(&args.conf_name);
@@ -282,6 +294,15 @@ pub fn uninstall(args: &Args, net: Result<&dyn NodeNet, NodeNetError>) -> Result
                 failed = Some(e);
             }
         }
+    }
+    if let Err(e) = net.remove_vxlan() {
+        log(&format!("error: {e}"));
+        failed = Some(e);
+    } else {
+        log(&format!(
+            "removed our VXLAN device {} (if there was one)",
+            hostnet::node::VXLAN_DEVICE
+        ));
     }
     net.remove_firewall()?;
     log("removed our firewall table (if there was one)");

@@ -4,7 +4,8 @@
 //! route; a restart removes what changed while the agent was down and leaves foreign
 //! routes alone; an expired watch (410), a dropped connection, garbage and a huge event
 //! all end in a re-list and a correct state; --uninstall removes our routes and table and
-//! nothing else; leases of an earlier boot are freed at start, a live one survives.
+//! nothing else (the VXLAN device too); leases of an earlier boot are freed at start, a live
+//! one survives; a peer behind a router gets the overlay, whose MTU the conflist keeps.
 
 mod support;
 
@@ -20,7 +21,7 @@ use cni_install::health::Metrics;
 use cni_install::watcher::Shared;
 use cni_install::{agent, run};
 use hostnet::node::fake::FakeNodeNet;
-use hostnet::node::{NodeNet, PodRoute};
+use hostnet::node::{NodeNet, OverlayPeer, PodRoute, VxlanSpec};
 use support::{NODE, Node, eventually};
 
 fn route(dst: &str, gw: &str) -> PodRoute {
@@ -46,8 +47,13 @@ fn fake() -> FakeNodeNet {
 }
 
 fn args(node: &Node) -> Args {
+    args_with(node, &["--mtu=1400"])
+}
+
+/// The test's flags and `extra`.
+fn args_with(node: &Node, extra: &[&str]) -> Args {
     let d = |p: &str| node.dir.join(p).display().to_string();
-    Args::try_parse_from([
+    let mut argv = vec![
         "cni-install".to_string(),
         format!("--source-dir={}", d("src")),
         format!("--bin-dir={}", d("bin")),
@@ -57,11 +63,11 @@ fn args(node: &Node) -> Args {
         format!("--token-file={}", d("sa/token")),
         format!("--ca-file={}", d("sa/ca.crt")),
         format!("--ipam-data-dir={}", d("leases")),
-        "--mtu=1400".into(),
         "--interval=1".into(),
         "--health-listen=127.0.0.1:0".into(),
-    ])
-    .unwrap()
+    ];
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    Args::try_parse_from(argv).unwrap()
 }
 
 /// Stops the agent when the test ends, also when it fails.
@@ -75,15 +81,18 @@ impl Drop for StopOnDrop {
 
 /// Runs the agent for `node` on `net` while `test` runs.
 fn with_agent(node: &Node, net: &FakeNodeNet, test: impl FnOnce(&Metrics)) {
-    let args = args(node);
-    let installer = run::Installer::new(&args).unwrap();
-    let client = run::client(&args).unwrap();
+    with_agent_args(&args(node), net, test)
+}
+
+fn with_agent_args(args: &Args, net: &FakeNodeNet, test: impl FnOnce(&Metrics)) {
+    let installer = run::Installer::new(args).unwrap();
+    let client = run::client(args).unwrap();
     let shared = Arc::new(Shared::default());
     let metrics = Arc::new(Metrics::default());
     std::thread::scope(|s| {
         let agent = {
             let (shared, metrics) = (shared.clone(), metrics.clone());
-            let (args, installer) = (&args, &installer);
+            let installer = &installer;
             s.spawn(move || {
                 agent::run(
                     args,
@@ -367,8 +376,21 @@ fn uninstall_removes_our_files_routes_and_table_and_nothing_else() {
         s.foreign.insert("10.244.9.0/24".parse().unwrap());
         s.firewall = Some(Default::default());
     });
+    net.ensure_vxlan(&VxlanSpec {
+        vni: 1,
+        port: 8472,
+        local: "172.18.0.2".parse().unwrap(),
+        underlay_mtu: 1500,
+    })
+    .unwrap();
+    net.add_overlay_peer(&OverlayPeer::new(
+        "10.99.0.9".parse().unwrap(),
+        vec!["10.244.8.0/24".parse().unwrap()],
+    ))
+    .unwrap();
     let args = args(&node);
     run::uninstall(&args, Ok(&net)).unwrap();
+    assert!(net.with(|s| s.vxlan.is_none() && s.overlay.is_empty()));
     assert_eq!(node.names("bin"), ["loopback", "macvlan"]);
     assert_eq!(node.names("net.d"), ["99-other.conflist"]);
     assert!(ours(&net).is_empty());
@@ -389,4 +411,43 @@ fn uninstall_removes_our_files_routes_and_table_and_nothing_else() {
     .unwrap_err();
     assert!(err.to_string().contains("no netlink"), "{err}");
     assert_eq!(node.names("net.d"), ["99-other.conflist"]);
+}
+
+#[test]
+fn a_peer_behind_a_router_gets_the_overlay_and_the_pods_keep_its_mtu_after() {
+    let node = Node::new(&["10.244.0.0/24"]);
+    node.api
+        .put_node("near", &["10.244.2.0/24"], &["172.18.0.3"]);
+    let net = fake();
+    let args = args_with(&node, &[]);
+    with_agent_args(&args, &net, |metrics| {
+        eventually("ready", || metrics.ready());
+        assert!(net.with(|s| s.vxlan.is_none()), "no peer needs the overlay");
+        ops(&net);
+
+        // A peer on another network: the device (from this node's InternalIP), the peer,
+        // and the conflist's MTU that of the device.
+        node.api.put_node("far", &["10.244.9.0/24"], &["10.99.0.9"]);
+        expect_ops(
+            &net,
+            metrics,
+            &[
+                "vxlan vni 1 local 172.18.0.2",
+                "overlay 10.99.0.9 10.244.9.0/24",
+                "firewall",
+            ],
+        );
+        let spec = net.with(|s| s.vxlan).unwrap();
+        assert_eq!(spec.port, 8472);
+        eventually("the overlay's MTU in the conflist", || {
+            node.conflist()["plugins"][0]["mtu"] == spec.mtu()
+        });
+        assert_eq!(metrics.overlay_peers.load(Ordering::Relaxed), 1);
+
+        // It goes: the device too, but the pods' MTU stays (no flapping).
+        node.api.delete_node("far");
+        expect_ops(&net, metrics, &["remove vxlan", "firewall"]);
+        assert_eq!(node.conflist()["plugins"][0]["mtu"], spec.mtu());
+        assert_eq!(metrics.overlay_peers.load(Ordering::Relaxed), 0);
+    });
 }

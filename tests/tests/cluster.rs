@@ -11,65 +11,9 @@ mod apiserver;
 
 use std::net::IpAddr;
 
-use apiserver::ApiServer;
 use cluster_support::*;
 
 const CLUSTER_CIDRS: &str = "10.244.0.0/16,fd00:10:244::/48";
-
-/// The stub API server inside a namespace. It is stopped from inside that namespace too: its
-/// stop wakes its accept loop by connecting to its address, which only works there.
-struct NsApi<'a> {
-    api: Option<ApiServer>,
-    ns: &'a cni_tests::NamedNetns,
-}
-
-impl std::ops::Deref for NsApi<'_> {
-    type Target = ApiServer;
-    fn deref(&self) -> &ApiServer {
-        self.api.as_ref().expect("running")
-    }
-}
-
-impl Drop for NsApi<'_> {
-    fn drop(&mut self) {
-        if let Some(api) = self.api.take() {
-            let _ = self.ns.netns().run(move || drop(api));
-        }
-    }
-}
-
-/// The API server in the outside host's namespace, serving `c`'s nodes (node-1 is the one
-/// `ApiServer::start` names, the others are added).
-fn api_for(c: &Cluster) -> (NsApi<'_>, ApiAccess) {
-    let first = &c.nodes[0];
-    let api = c.ext.run(|| {
-        ApiServer::start(
-            &format!("{EXT4}:0"),
-            &first.name,
-            &[&first.pod4, &first.pod6],
-        )
-    });
-    api.set(|b| b.internal_ips = vec![first.ip4.to_string(), first.ip6.to_string()]);
-    for n in &c.nodes[1..] {
-        api.put_node(
-            &n.name,
-            &[&n.pod4, &n.pod6],
-            &[&n.ip4.to_string(), &n.ip6.to_string()],
-        );
-    }
-    let access = ApiAccess {
-        url: api.url(),
-        token: api.token.clone(),
-        ca_pem: api.ca_pem.clone(),
-    };
-    (
-        NsApi {
-            api: Some(api),
-            ns: &c.ext,
-        },
-        access,
-    )
-}
 
 /// The routes node `i` should hold: every other node's ranges via its addresses.
 fn routes_to_others(c: &Cluster, i: usize) -> Vec<String> {
@@ -221,12 +165,6 @@ fn pods_on_every_node_reach_each_other_without_nat_and_leave_masqueraded() {
     for ((node, agent), pod) in c.nodes.iter().zip(&agents).zip(&pods) {
         node.del_pod(pod, &with_data_dir(agent.bridge_conf(), node));
     }
-}
-
-/// The conflist's bridge config with host-local's store in the node's test dir.
-fn with_data_dir(mut conf: serde_json::Value, node: &Node) -> serde_json::Value {
-    conf["ipam"]["dataDir"] = node.data.path().to_str().unwrap().into();
-    conf
 }
 
 #[test]

@@ -52,6 +52,20 @@ fn run(nodes: &[NodeInfo]) -> Desired {
     run_with(nodes, &Options::default())
 }
 
+fn with_mode(mode: Mode, nodes: &[NodeInfo]) -> Desired {
+    run_with(
+        nodes,
+        &Options {
+            mode,
+            ..Options::default()
+        },
+    )
+}
+
+fn host_gw(nodes: &[NodeInfo]) -> Desired {
+    with_mode(Mode::HostGw, nodes)
+}
+
 fn route(dst: &str, gw: &str) -> PodRoute {
     PodRoute {
         dst: dst.parse().unwrap(),
@@ -104,6 +118,7 @@ fn no_masquerade_flags_and_cluster_cidr_join_the_set() {
     let opts = Options {
         cluster_cidrs: nets(&["10.244.0.0/16"]),
         no_masquerade: nets(&["10.96.0.0/12", "fd00:96::/108"]),
+        ..Options::default()
     };
     let d = run_with(&[me(), good_peer()], &opts);
     assert_eq!(
@@ -278,6 +293,7 @@ fn outside_the_cluster_cidr() {
     let opts = Options {
         cluster_cidrs: nets(&["10.244.0.0/16"]),
         no_masquerade: vec![],
+        ..Options::default()
     };
     let d = run_with(
         &[
@@ -315,7 +331,7 @@ fn an_internal_ip_that_is_ours_or_a_pod_address() {
 
 #[test]
 fn no_internal_ip_of_a_family_skips_that_family_only() {
-    let d = run(&[
+    let d = host_gw(&[
         me(),
         node(
             "v4ip",
@@ -336,9 +352,9 @@ fn no_internal_ip_of_a_family_skips_that_family_only() {
 }
 
 #[test]
-fn a_peer_not_on_link_gets_no_route_and_one_warning() {
-    let d = run(&[me(), node("far", &["10.244.4.0/24"], &["172.16.0.4"])]);
-    assert!(d.routes.is_empty());
+fn a_peer_not_on_link_gets_no_route_and_one_warning_with_host_gw() {
+    let d = host_gw(&[me(), node("far", &["10.244.4.0/24"], &["172.16.0.4"])]);
+    assert!(d.routes.is_empty() && d.overlay.is_empty() && d.underlay.is_none());
     assert_eq!(d.warnings.len(), 1);
     assert!(d.warnings[0].contains("node far: InternalIP 172.16.0.4 is not directly reachable"));
     // Its range is still a pod range: never masqueraded.
@@ -384,4 +400,132 @@ fn thousands_of_nodes() {
         &d.warnings[..3.min(d.warnings.len())]
     );
     assert_eq!(d.routes.len(), 2 * 4999);
+}
+
+// The overlay (issue 22): which peers get it, at which address.
+
+fn peer(ip: &str, cidrs: &[&str]) -> OverlayPeer {
+    OverlayPeer::new(ip.parse().unwrap(), nets(cidrs))
+}
+
+/// A peer on another segment, dual-stack.
+fn far() -> NodeInfo {
+    node(
+        "far",
+        &["10.244.4.0/24", "fd00:244:4::/64"],
+        &["172.16.0.4", "fd00:2::4"],
+    )
+}
+
+#[test]
+fn auto_routes_on_link_peers_directly_and_the_others_through_the_overlay() {
+    let d = run(&[me(), good_peer(), far()]);
+    assert_eq!(
+        d.routes.into_iter().collect::<Vec<_>>(),
+        [
+            route("10.244.1.0/24", "192.168.0.2"),
+            route("fd00:244:1::/64", "fd00:1::2")
+        ]
+    );
+    // Both pod families over the IPv4 underlay: this node's first InternalIP's family.
+    assert_eq!(
+        d.overlay.into_iter().collect::<Vec<_>>(),
+        [peer("172.16.0.4", &["10.244.4.0/24", "fd00:244:4::/64"])]
+    );
+    assert_eq!(d.underlay, Some("192.168.0.1".parse().unwrap()));
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+}
+
+#[test]
+fn the_underlay_family_is_this_nodes_first_internal_ip() {
+    let me6 = node(
+        ME,
+        &["10.244.0.0/24", "fd00:244::/64"],
+        &["fd00:1::1", "192.168.0.1"],
+    );
+    let d = run(&[me6, far()]);
+    assert_eq!(
+        d.overlay.into_iter().collect::<Vec<_>>(),
+        [peer("fd00:2::4", &["10.244.4.0/24", "fd00:244:4::/64"])]
+    );
+    assert_eq!(d.underlay, Some("fd00:1::1".parse().unwrap()));
+}
+
+#[test]
+fn vxlan_sends_every_peer_through_the_overlay_and_wants_the_device_before_any() {
+    let d = with_mode(Mode::Vxlan, &[me(), good_peer(), far()]);
+    assert!(d.routes.is_empty());
+    assert_eq!(
+        d.overlay.into_iter().collect::<Vec<_>>(),
+        [
+            peer("172.16.0.4", &["10.244.4.0/24", "fd00:244:4::/64"]),
+            peer("192.168.0.2", &["10.244.1.0/24", "fd00:244:1::/64"]),
+        ]
+    );
+    let alone = with_mode(Mode::Vxlan, &[me()]);
+    assert!(alone.overlay.is_empty());
+    assert_eq!(
+        alone.underlay,
+        Some("192.168.0.1".parse().unwrap()),
+        "the MTU fits the overlay before the first peer"
+    );
+    assert_eq!(
+        run(&[me(), good_peer()]).underlay,
+        None,
+        "auto, all on-link"
+    );
+}
+
+#[test]
+fn a_family_without_an_on_link_address_rides_the_overlay_of_the_same_peer() {
+    // Its IPv4 address is on-link, it has no IPv6 one: the IPv6 range goes through the
+    // overlay to its IPv4 address.
+    let d = run(&[
+        me(),
+        node(
+            "v4ip",
+            &["10.244.3.0/24", "fd00:244:3::/64"],
+            &["192.168.0.3"],
+        ),
+    ]);
+    assert_eq!(
+        d.routes.into_iter().collect::<Vec<_>>(),
+        [route("10.244.3.0/24", "192.168.0.3")]
+    );
+    assert_eq!(
+        d.overlay.into_iter().collect::<Vec<_>>(),
+        [peer("192.168.0.3", &["fd00:244:3::/64"])]
+    );
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+}
+
+#[test]
+fn a_peer_without_an_address_of_the_underlay_family_gets_no_route_and_a_warning() {
+    let d = run(&[me(), node("far6", &["fd00:244:5::/64"], &["fd00:2::5"])]);
+    assert!(d.routes.is_empty() && d.overlay.is_empty());
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    assert!(
+        d.warnings[0].contains("node far6: no IPv4 InternalIP")
+            && d.warnings[0].contains("overlay"),
+        "{:?}",
+        d.warnings
+    );
+}
+
+#[test]
+fn no_overlay_when_this_nodes_internal_ip_is_not_its_own() {
+    for ips in [&["203.0.113.1"][..], &[], &["nonsense"]] {
+        let d = run(&[node(ME, &["10.244.0.0/24"], ips), far()]);
+        assert!(d.overlay.is_empty() && d.underlay.is_none(), "{ips:?}");
+        assert!(
+            d.warnings[0].starts_with("node me: ") && d.warnings[0].contains("no overlay"),
+            "{ips:?}: {:?}",
+            d.warnings
+        );
+        assert!(
+            d.warnings[1].contains("node far: InternalIP 172.16.0.4 is not directly reachable"),
+            "{:?}",
+            d.warnings
+        );
+    }
 }

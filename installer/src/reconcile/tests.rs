@@ -2,8 +2,8 @@
 //! changed route, none for unchanged ones.
 
 use super::*;
-use hostnet::node::FamilyPolicy;
 use hostnet::node::fake::FakeNodeNet;
+use hostnet::node::{FamilyPolicy, NodeNet};
 
 fn route(dst: &str, gw: &str) -> PodRoute {
     PodRoute {
@@ -43,7 +43,7 @@ fn first_reconcile_adds_everything_and_a_second_changes_nothing() {
         route("10.244.1.0/24", "192.168.0.2"),
         route("10.244.2.0/24", "192.168.0.3"),
     ]);
-    let out = reconcile(&net, &want, &policy(), &mut fwd);
+    let out = reconcile(&net, &want, &Overlay::default(), &policy(), &mut fwd);
     assert_eq!((out.added, out.routes, out.firewall_applied), (2, 2, true));
     assert!(out.errors.is_empty() && out.routes_ok());
     assert_eq!(
@@ -55,7 +55,7 @@ fn first_reconcile_adds_everything_and_a_second_changes_nothing() {
         ]
     );
     assert_eq!(net.with(|s| s.forwarding), (true, false));
-    let out = reconcile(&net, &want, &policy(), &mut fwd);
+    let out = reconcile(&net, &want, &Overlay::default(), &policy(), &mut fwd);
     assert_eq!(
         (out.added, out.replaced, out.deleted, out.firewall_applied),
         (0, 0, 0, false)
@@ -71,27 +71,27 @@ fn node_added_deleted_changed_cidr_and_changed_ip_cost_one_operation_each() {
         route("10.244.1.0/24", "192.168.0.2"),
         route("10.244.2.0/24", "192.168.0.3"),
     ]);
-    reconcile(&net, &want, &policy(), &mut fwd);
+    reconcile(&net, &want, &Overlay::default(), &policy(), &mut fwd);
     ops(&net);
 
     want.insert(route("10.244.3.0/24", "192.168.0.4"));
-    reconcile(&net, &want, &policy(), &mut fwd);
+    reconcile(&net, &want, &Overlay::default(), &policy(), &mut fwd);
     assert_eq!(ops(&net), ["add 10.244.3.0/24 via 192.168.0.4"]);
 
     want.remove(&route("10.244.2.0/24", "192.168.0.3"));
-    reconcile(&net, &want, &policy(), &mut fwd);
+    reconcile(&net, &want, &Overlay::default(), &policy(), &mut fwd);
     assert_eq!(ops(&net), ["del 10.244.2.0/24 via 192.168.0.3"]);
 
     // A changed InternalIP: the route is replaced in one message.
     want.remove(&route("10.244.3.0/24", "192.168.0.4"));
     want.insert(route("10.244.3.0/24", "192.168.0.14"));
-    reconcile(&net, &want, &policy(), &mut fwd);
+    reconcile(&net, &want, &Overlay::default(), &policy(), &mut fwd);
     assert_eq!(ops(&net), ["replace 10.244.3.0/24 via 192.168.0.14"]);
 
     // A changed podCIDR: the old destination goes, the new one comes.
     want.remove(&route("10.244.1.0/24", "192.168.0.2"));
     want.insert(route("10.244.9.0/24", "192.168.0.2"));
-    reconcile(&net, &want, &policy(), &mut fwd);
+    reconcile(&net, &want, &Overlay::default(), &policy(), &mut fwd);
     assert_eq!(
         ops(&net),
         [
@@ -117,7 +117,13 @@ fn a_restart_with_stale_routes_removes_what_changed_while_the_agent_was_down() {
         route("10.244.1.0/24", "192.168.0.2"),
         route("10.244.3.0/24", "192.168.0.4"),
     ]);
-    let out = reconcile(&net, &want, &policy(), &mut Applied::default());
+    let out = reconcile(
+        &net,
+        &want,
+        &Overlay::default(),
+        &policy(),
+        &mut Applied::default(),
+    );
     assert_eq!(
         ops(&net),
         [
@@ -143,7 +149,13 @@ fn a_foreign_route_is_left_alone_and_only_warned_about() {
         route("10.244.1.0/24", "192.168.0.2"),
         route("10.244.2.0/24", "192.168.0.3"),
     ]);
-    let out = reconcile(&net, &want, &policy(), &mut Applied::default());
+    let out = reconcile(
+        &net,
+        &want,
+        &Overlay::default(),
+        &policy(),
+        &mut Applied::default(),
+    );
     assert_eq!(out.foreign, ["10.244.1.0/24".parse::<IpNetwork>().unwrap()]);
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     assert!(out.warnings[0].contains("not ours"), "{:?}", out.warnings);
@@ -163,7 +175,13 @@ fn one_failed_route_does_not_stop_the_others() {
         s.fail.insert("del_route");
     });
     let want = set(&[route("10.244.1.0/24", "192.168.0.2")]);
-    let out = reconcile(&net, &want, &policy(), &mut Applied::default());
+    let out = reconcile(
+        &net,
+        &want,
+        &Overlay::default(),
+        &policy(),
+        &mut Applied::default(),
+    );
     assert_eq!(out.added, 1);
     assert_eq!(out.errors.len(), 1);
     assert!(
@@ -177,7 +195,7 @@ fn one_failed_route_does_not_stop_the_others() {
     let net = fake();
     net.with(|s| s.fail.insert("add_route"));
     let mut fwd = Applied::default();
-    let out = reconcile(&net, &want, &policy(), &mut fwd);
+    let out = reconcile(&net, &want, &Overlay::default(), &policy(), &mut fwd);
     assert_eq!(out.errors.len(), 1);
     assert!(out.firewall_applied && fwd.forwarding.v4);
 }
@@ -190,11 +208,23 @@ fn a_failing_firewall_or_forwarding_is_reported_and_retried() {
         s.fail.insert("enable_forwarding");
     });
     let mut fwd = Applied::default();
-    let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    let out = reconcile(
+        &net,
+        &BTreeSet::new(),
+        &Overlay::default(),
+        &policy(),
+        &mut fwd,
+    );
     assert_eq!(out.errors.len(), 2, "{:?}", out.errors);
     assert!(!out.firewall_ok && !fwd.forwarding.v4);
     net.with(|s| s.fail.clear());
-    let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    let out = reconcile(
+        &net,
+        &BTreeSet::new(),
+        &Overlay::default(),
+        &policy(),
+        &mut fwd,
+    );
     assert!(out.errors.is_empty() && out.firewall_applied && fwd.forwarding.v4);
 }
 
@@ -202,13 +232,14 @@ fn a_failing_firewall_or_forwarding_is_reported_and_retried() {
 fn a_firewall_changed_by_someone_else_is_put_back() {
     let net = fake();
     let mut fwd = Applied::default();
-    reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    let none = Overlay::default();
+    reconcile(&net, &BTreeSet::new(), &none, &policy(), &mut fwd);
     net.with(|s| s.firewall = None);
     // Until the periodic re-check, the agent trusts what it applied.
-    let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    let out = reconcile(&net, &BTreeSet::new(), &none, &policy(), &mut fwd);
     assert!(!out.firewall_applied && out.firewall_ok);
     fwd.forget();
-    let out = reconcile(&net, &BTreeSet::new(), &policy(), &mut fwd);
+    let out = reconcile(&net, &BTreeSet::new(), &none, &policy(), &mut fwd);
     assert!(out.firewall_applied);
 }
 
@@ -217,37 +248,240 @@ fn between_re_checks_an_event_reads_nothing_from_the_kernel_and_a_failure_forget
     let net = fake();
     let mut applied = Applied::default();
     let mut want = set(&[route("10.244.1.0/24", "192.168.0.2")]);
-    reconcile(&net, &want, &policy(), &mut applied);
+    let mut over = overlay(&[peer("172.16.0.4", &["10.244.4.0/24"])]);
+    reconcile(&net, &want, &over, &policy(), &mut applied);
     ops(&net);
     // Reads would fail now: an event is served from what the last pass left.
     net.with(|s| {
-        s.fail.insert("our_routes");
-        s.fail.insert("firewall_matches");
+        for read in ["our_routes", "firewall_matches", "overlay_peers"] {
+            s.fail.insert(read);
+        }
     });
     want.insert(route("10.244.2.0/24", "192.168.0.3"));
-    let out = reconcile(&net, &want, &policy(), &mut applied);
+    over.peers.insert(peer("172.16.0.5", &["10.244.5.0/24"]));
+    let out = reconcile(&net, &want, &over, &policy(), &mut applied);
     assert!(out.errors.is_empty(), "{:?}", out.errors);
-    assert_eq!(ops(&net), ["add 10.244.2.0/24 via 192.168.0.3"]);
-    assert_eq!(out.routes, 2);
+    assert_eq!(
+        ops(&net),
+        [
+            "add 10.244.2.0/24 via 192.168.0.3",
+            "overlay 172.16.0.5 10.244.5.0/24"
+        ]
+    );
+    assert_eq!((out.routes, out.overlay_peers), (2, 2));
     // Someone else deletes our route: seen at the re-check, put back.
     net.with(|s| {
         s.fail.clear();
         s.ours.remove(&route("10.244.1.0/24", "192.168.0.2"));
     });
     applied.forget();
-    reconcile(&net, &want, &policy(), &mut applied);
+    reconcile(&net, &want, &over, &policy(), &mut applied);
     assert_eq!(ops(&net), ["add 10.244.1.0/24 via 192.168.0.2"]);
     // A failed operation: the next pass reads the kernel again.
     net.with(|s| s.fail.insert("add_route"));
     want.insert(route("10.244.3.0/24", "192.168.0.4"));
-    assert_eq!(
-        reconcile(&net, &want, &policy(), &mut applied).errors.len(),
-        1
-    );
+    let out = reconcile(&net, &want, &over, &policy(), &mut applied);
+    assert_eq!(out.errors.len(), 1);
     net.with(|s| {
         s.fail.remove("add_route");
         s.fail.insert("our_routes");
     });
-    let out = reconcile(&net, &want, &policy(), &mut applied);
+    let out = reconcile(&net, &want, &over, &policy(), &mut applied);
     assert!(out.errors[0].starts_with("routes:"), "{:?}", out.errors);
+}
+
+// The overlay (issue 22).
+
+fn peer(ip: &str, cidrs: &[&str]) -> OverlayPeer {
+    OverlayPeer::new(
+        ip.parse().unwrap(),
+        cidrs.iter().map(|c| c.parse().unwrap()).collect(),
+    )
+}
+
+fn spec(vni: u32) -> VxlanSpec {
+    VxlanSpec {
+        vni,
+        port: 8472,
+        local: "192.168.0.1".parse().unwrap(),
+        underlay_mtu: 1500,
+    }
+}
+
+fn overlay(peers: &[OverlayPeer]) -> Overlay {
+    Overlay {
+        spec: Some(spec(1)),
+        peers: peers.iter().cloned().collect(),
+    }
+}
+
+#[test]
+fn overlay_peers_get_the_device_once_and_an_unchanged_overlay_costs_nothing() {
+    let net = fake();
+    let mut fwd = Applied::default();
+    let routes = set(&[route("10.244.1.0/24", "192.168.0.2")]);
+    let want = overlay(&[
+        peer("172.16.0.4", &["10.244.4.0/24", "fd00:244:4::/64"]),
+        peer("172.16.0.5", &["10.244.5.0/24"]),
+    ]);
+    let out = reconcile(&net, &routes, &want, &policy(), &mut fwd);
+    assert!(out.errors.is_empty() && out.routes_ok(), "{:?}", out.errors);
+    assert_eq!((out.routes, out.overlay_peers), (1, 2));
+    assert_eq!(
+        ops(&net),
+        [
+            "vxlan vni 1 local 192.168.0.1",
+            "add 10.244.1.0/24 via 192.168.0.2",
+            "overlay 172.16.0.4 10.244.4.0/24,fd00:244:4::/64",
+            "overlay 172.16.0.5 10.244.5.0/24",
+            "firewall"
+        ]
+    );
+    let out = reconcile(&net, &routes, &want, &policy(), &mut fwd);
+    assert!(ops(&net).is_empty(), "{:?}", out.changes);
+    assert_eq!(out.overlay_peers, 2);
+}
+
+#[test]
+fn a_range_moving_between_direct_route_and_overlay_is_freed_by_the_old_kind_first() {
+    let net = fake();
+    let mut fwd = Applied::default();
+    let direct = set(&[route("10.244.3.0/24", "192.168.0.3")]);
+    reconcile(&net, &direct, &Overlay::default(), &policy(), &mut fwd);
+    ops(&net);
+    // The peer moved behind a router: the direct route goes before the overlay claims it.
+    let moved = overlay(&[peer("172.16.0.3", &["10.244.3.0/24"])]);
+    let out = reconcile(&net, &BTreeSet::new(), &moved, &policy(), &mut fwd);
+    assert!(out.errors.is_empty() && out.routes_ok(), "{:?}", out);
+    assert_eq!(
+        ops(&net),
+        [
+            "del 10.244.3.0/24 via 192.168.0.3",
+            "vxlan vni 1 local 192.168.0.1",
+            "overlay 172.16.0.3 10.244.3.0/24"
+        ]
+    );
+    // Back on-link: the overlay (and the device nobody needs) goes, then the route.
+    let out = reconcile(&net, &direct, &Overlay::default(), &policy(), &mut fwd);
+    assert!(out.errors.is_empty() && out.routes_ok(), "{:?}", out);
+    assert_eq!(
+        ops(&net),
+        ["remove vxlan", "add 10.244.3.0/24 via 192.168.0.3"]
+    );
+    assert_eq!((out.routes, out.overlay_peers), (1, 0));
+}
+
+#[test]
+fn a_changed_peer_is_deleted_then_added_and_a_deleted_one_removed() {
+    let net = fake();
+    let mut fwd = Applied::default();
+    let a = peer("172.16.0.4", &["10.244.4.0/24"]);
+    let b = peer("172.16.0.5", &["10.244.5.0/24"]);
+    reconcile(
+        &net,
+        &BTreeSet::new(),
+        &overlay(&[a.clone(), b]),
+        &policy(),
+        &mut fwd,
+    );
+    ops(&net);
+    // b's node changed address and a's got a second range: each old one goes first
+    // (the new one may share its ranges).
+    let b2 = peer("172.16.0.50", &["10.244.5.0/24"]);
+    let a2 = peer("172.16.0.4", &["10.244.4.0/24", "fd00:244:4::/64"]);
+    let out = reconcile(
+        &net,
+        &BTreeSet::new(),
+        &overlay(&[a2.clone(), b2.clone()]),
+        &policy(),
+        &mut fwd,
+    );
+    assert_eq!(
+        ops(&net),
+        [
+            "del overlay 172.16.0.4",
+            "del overlay 172.16.0.5",
+            "overlay 172.16.0.4 10.244.4.0/24,fd00:244:4::/64",
+            "overlay 172.16.0.50 10.244.5.0/24"
+        ]
+    );
+    assert_eq!(out.overlay_peers, 2);
+    // A node deleted: its peer goes, the device stays for the other.
+    reconcile(
+        &net,
+        &BTreeSet::new(),
+        &overlay(std::slice::from_ref(&a2)),
+        &policy(),
+        &mut fwd,
+    );
+    assert_eq!(ops(&net), ["del overlay 172.16.0.50"]);
+    assert_eq!(net.overlay_peers().unwrap(), [a2]);
+}
+
+#[test]
+fn a_changed_device_is_made_anew_and_its_peers_put_back() {
+    let net = fake();
+    let mut fwd = Applied::default();
+    let a = peer("172.16.0.4", &["10.244.4.0/24"]);
+    reconcile(
+        &net,
+        &BTreeSet::new(),
+        &overlay(std::slice::from_ref(&a)),
+        &policy(),
+        &mut fwd,
+    );
+    ops(&net);
+    let mut want = overlay(std::slice::from_ref(&a));
+    want.spec = Some(spec(7));
+    let out = reconcile(&net, &BTreeSet::new(), &want, &policy(), &mut fwd);
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    assert_eq!(
+        ops(&net),
+        [
+            "vxlan vni 7 local 192.168.0.1",
+            "overlay 172.16.0.4 10.244.4.0/24"
+        ]
+    );
+}
+
+#[test]
+fn overlay_failures_are_reported_per_item_and_the_rest_still_applied() {
+    let net = fake();
+    net.with(|s| s.fail.insert("add_overlay_peer"));
+    let mut fwd = Applied::default();
+    let routes = set(&[route("10.244.1.0/24", "192.168.0.2")]);
+    let want = overlay(&[
+        peer("172.16.0.4", &["10.244.4.0/24"]),
+        peer("172.16.0.5", &["10.244.5.0/24"]),
+    ]);
+    let out = reconcile(&net, &routes, &want, &policy(), &mut fwd);
+    assert_eq!(out.errors.len(), 2, "{:?}", out.errors);
+    assert!(out.errors[0].starts_with("overlay peer 10.244.4.0/24 via 172.16.0.4"));
+    assert!(!out.routes_ok() && out.firewall_ok && out.added == 1);
+
+    // No device: no peer is tried, the routes and firewall still go on.
+    let net = fake();
+    net.with(|s| s.fail.insert("ensure_vxlan"));
+    let out = reconcile(&net, &routes, &want, &policy(), &mut Applied::default());
+    assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
+    assert!(out.errors[0].starts_with("overlay device"));
+    assert!(!out.routes_ok() && out.firewall_applied && out.added == 1);
+}
+
+#[test]
+fn a_foreign_route_holding_a_peers_range_is_left_alone() {
+    let net = fake();
+    net.with(|s| s.foreign.insert("10.244.4.0/24".parse().unwrap()));
+    let want = overlay(&[peer("172.16.0.4", &["10.244.4.0/24"])]);
+    let out = reconcile(
+        &net,
+        &BTreeSet::new(),
+        &want,
+        &policy(),
+        &mut Applied::default(),
+    );
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    assert_eq!(out.foreign, ["10.244.4.0/24".parse::<IpNetwork>().unwrap()]);
+    assert!(out.warnings[0].contains("not an overlay route of ours"));
+    assert!(!out.routes_ok());
 }

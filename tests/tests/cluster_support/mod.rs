@@ -9,17 +9,26 @@
 //! the outside host, pod ranges 10.244.i.0/24 and fd00:10:244:i::/64 served by our bridge and
 //! host-local (ipMasq off: the node agent masquerades). Everything lives in namespaces the
 //! test made and vanishes with them.
+//!
+//! [`Cluster::segments`] puts nodes on a second segment too (`lan1`, 203.0.113.0/24 and
+//! fd00:200::/64), which the outside host routes to the first: its nodes are not on-link
+//! with the first segment's (their routes to each other go through a router).
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use cni_tests::{NamedNetns, PluginRun, TempDir, bin_path};
+
+use crate::apiserver::ApiServer;
 use serde_json::{Value, json};
 
 pub const NETWORK: &str = "cni-rs";
 pub const EXT4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 200);
 pub const EXT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x100, 0, 0, 0, 0, 0, 0xc8);
+/// The outside host's (the router's) addresses on the second segment.
+pub const EXT4_B: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 200);
+pub const EXT6_B: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x200, 0, 0, 0, 0, 0, 0xc8);
 const PROBE_PORT: u16 = 7777;
 
 pub struct Cluster {
@@ -31,6 +40,10 @@ pub struct Cluster {
 
 pub struct Node {
     pub name: String,
+    /// 1-based.
+    pub index: u8,
+    /// 0: the first lan segment, 1: the second.
+    pub segment: u8,
     pub ns: NamedNetns,
     pub ip4: Ipv4Addr,
     pub ip6: Ipv6Addr,
@@ -52,45 +65,63 @@ pub struct Pod {
 impl Cluster {
     /// `n` nodes on one lan segment, no routes between their pod ranges yet.
     pub fn new(tag: &str, n: u8) -> Cluster {
+        Cluster::segments(tag, &vec![0; usize::from(n)])
+    }
+
+    /// A node per entry of `segments`, on that segment (0 or 1); the outside host routes
+    /// between the two.
+    pub fn segments(tag: &str, segments: &[u8]) -> Cluster {
         let lan = NamedNetns::new(&format!("{tag}-lan"));
-        lan.exec_in(&["ip", "link", "add", "lan0", "type", "bridge"]);
-        lan.exec_in(&["ip", "link", "set", "lan0", "up"]);
         let ext = NamedNetns::new(&format!("{tag}-ext"));
-        plug(
-            &lan,
-            &ext,
-            "mext",
-            &format!("{EXT4}/24"),
-            &format!("{EXT6}/64"),
-        );
-        let nodes = (1..=n)
+        for (seg, (ip4, ip6)) in [(EXT4, EXT6), (EXT4_B, EXT6_B)].into_iter().enumerate() {
+            if seg == 1 && !segments.contains(&1) {
+                break;
+            }
+            let bridge = format!("lan{seg}");
+            lan.exec_in(&["ip", "link", "add", &bridge, "type", "bridge"]);
+            lan.exec_in(&["ip", "link", "set", &bridge, "up"]);
+            plug(
+                &lan,
+                &bridge,
+                &ext,
+                &format!("mext{seg}"),
+                &format!("eth{seg}"),
+                &format!("{ip4}/24"),
+                &format!("{ip6}/64"),
+            );
+        }
+        if segments.contains(&1) {
+            ext.exec_in(&["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+            ext.exec_in(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
+        }
+        let nodes = (1..=segments.len() as u8)
             .map(|i| {
                 let ns = NamedNetns::new(&format!("{tag}-n{i}"));
-                let ip4 = Ipv4Addr::new(198, 51, 100, 10 + i);
-                let ip6 = Ipv6Addr::new(0xfd00, 0x100, 0, 0, 0, 0, 0, 0x10 + u16::from(i));
-                plug(
-                    &lan,
-                    &ns,
-                    &format!("m{i}"),
-                    &format!("{ip4}/24"),
-                    &format!("{ip6}/64"),
-                );
-                ns.exec_in(&["ip", "route", "add", "default", "via", &EXT4.to_string()]);
-                ns.exec_in(&[
+                let segment = segments[usize::from(i - 1)];
+                let (ip4, ip6) = node_addrs(i, segment);
+                lan.exec_in(&[
                     "ip",
-                    "-6",
-                    "route",
+                    "link",
                     "add",
-                    "default",
-                    "via",
-                    &EXT6.to_string(),
+                    &format!("m{i}"),
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "eth0",
+                    "netns",
+                    ns.name(),
                 ]);
+                ns.exec_in(&["ip", "link", "set", "lo", "up"]);
+                ns.exec_in(&["ip", "link", "set", "eth0", "up"]);
                 let cni = TempDir::new(&format!("{tag}-n{i}-cni"));
                 for plugin in ["bridge", "host-local"] {
                     std::os::unix::fs::symlink(bin_path(plugin), cni.join(plugin)).unwrap();
                 }
-                Node {
+                let mut node = Node {
                     name: format!("node-{i}"),
+                    index: i,
+                    segment,
                     ns,
                     ip4,
                     ip6,
@@ -98,15 +129,41 @@ impl Cluster {
                     pod6: format!("fd00:10:244:{i}::/64"),
                     data: TempDir::new(&format!("{tag}-n{i}-data")),
                     cni,
-                }
+                };
+                node.attach(&lan, segment);
+                node
             })
             .collect();
         Cluster { lan, ext, nodes }
     }
 }
 
-/// A veth from `lan0` in `lan` to `eth0` in `member`, with the member's addresses.
-fn plug(lan: &NamedNetns, member: &NamedNetns, lan_end: &str, ip4: &str, ip6: &str) {
+/// Node `i`'s addresses on `segment`.
+fn node_addrs(i: u8, segment: u8) -> (Ipv4Addr, Ipv6Addr) {
+    // .1i and ::1i (hex)
+    let (v4, v6) = (10 + i, 0x10 + u16::from(i));
+    match segment {
+        0 => (
+            Ipv4Addr::new(198, 51, 100, v4),
+            Ipv6Addr::new(0xfd00, 0x100, 0, 0, 0, 0, 0, v6),
+        ),
+        _ => (
+            Ipv4Addr::new(203, 0, 113, v4),
+            Ipv6Addr::new(0xfd00, 0x200, 0, 0, 0, 0, 0, v6),
+        ),
+    }
+}
+
+/// A veth from bridge `bridge` in `lan` to `ifname` in `member`, with the member's addresses.
+fn plug(
+    lan: &NamedNetns,
+    bridge: &str,
+    member: &NamedNetns,
+    lan_end: &str,
+    ifname: &str,
+    ip4: &str,
+    ip6: &str,
+) {
     lan.exec_in(&[
         "ip",
         "link",
@@ -116,18 +173,77 @@ fn plug(lan: &NamedNetns, member: &NamedNetns, lan_end: &str, ip4: &str, ip6: &s
         "veth",
         "peer",
         "name",
-        "eth0",
+        ifname,
         "netns",
         member.name(),
     ]);
-    lan.exec_in(&["ip", "link", "set", lan_end, "master", "lan0", "up"]);
+    lan.exec_in(&["ip", "link", "set", lan_end, "master", bridge, "up"]);
     member.exec_in(&["ip", "link", "set", "lo", "up"]);
-    member.exec_in(&["ip", "addr", "add", ip4, "dev", "eth0"]);
-    member.exec_in(&["ip", "addr", "add", ip6, "dev", "eth0", "nodad"]);
-    member.exec_in(&["ip", "link", "set", "eth0", "up"]);
+    member.exec_in(&["ip", "addr", "add", ip4, "dev", ifname]);
+    member.exec_in(&["ip", "addr", "add", ip6, "dev", ifname, "nodad"]);
+    member.exec_in(&["ip", "link", "set", ifname, "up"]);
 }
 
 impl Node {
+    /// Moves this node onto `segment` of `lan`: another bridge port, that segment's
+    /// addresses and default routes (the Node object is the caller's to update).
+    pub fn move_to(&mut self, lan: &NamedNetns, segment: u8) {
+        // Global scope only: IPv6 neighbour discovery needs the link-local address.
+        self.ns
+            .exec_in(&["ip", "addr", "flush", "dev", "eth0", "scope", "global"]);
+        (self.ip4, self.ip6) = node_addrs(self.index, segment);
+        self.attach(lan, segment);
+    }
+
+    /// Its lan port on `segment`'s bridge, `eth0` with this node's addresses, default
+    /// routes via the outside host on that segment.
+    fn attach(&mut self, lan: &NamedNetns, segment: u8) {
+        let port = format!("m{}", self.index);
+        lan.exec_in(&[
+            "ip",
+            "link",
+            "set",
+            &port,
+            "master",
+            &format!("lan{segment}"),
+            "up",
+        ]);
+        self.segment = segment;
+        let ns = &self.ns;
+        ns.exec_in(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/24", self.ip4),
+            "dev",
+            "eth0",
+        ]);
+        ns.exec_in(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/64", self.ip6),
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
+        let (gw4, gw6) = if segment == 0 {
+            (EXT4, EXT6)
+        } else {
+            (EXT4_B, EXT6_B)
+        };
+        ns.exec_in(&["ip", "route", "replace", "default", "via", &gw4.to_string()]);
+        ns.exec_in(&[
+            "ip",
+            "-6",
+            "route",
+            "replace",
+            "default",
+            "via",
+            &gw6.to_string(),
+        ]);
+    }
+
     /// The bridge plugin's config as the node's conflist has it (ipMasq off).
     pub fn bridge_conf(&self) -> Value {
         json!({
@@ -278,6 +394,72 @@ pub fn source_seen(from: &NamedNetns, to: &NamedNetns, dst: IpAddr) -> IpAddr {
             to.name()
         )
     })
+}
+
+/// The stub API server inside a namespace. It is stopped from inside that namespace too: its
+/// stop wakes its accept loop by connecting to its address, which only works there.
+pub struct NsApi<'a> {
+    api: Option<ApiServer>,
+    ns: &'a cni_tests::NamedNetns,
+}
+
+impl std::ops::Deref for NsApi<'_> {
+    type Target = ApiServer;
+    fn deref(&self) -> &ApiServer {
+        self.api.as_ref().expect("running")
+    }
+}
+
+impl Drop for NsApi<'_> {
+    fn drop(&mut self) {
+        if let Some(api) = self.api.take() {
+            let _ = self.ns.netns().run(move || drop(api));
+        }
+    }
+}
+
+/// The API server in the outside host's namespace, serving `c`'s nodes (node-1 is the one
+/// `ApiServer::start` names, the others are added).
+pub fn api_for(c: &Cluster) -> (NsApi<'_>, ApiAccess) {
+    api_in(&c.ext, &c.nodes)
+}
+
+/// [`api_for`] borrowing only the outside host (the nodes may change meanwhile).
+pub fn api_in<'a>(ext: &'a NamedNetns, nodes: &[Node]) -> (NsApi<'a>, ApiAccess) {
+    let first = &nodes[0];
+    let api = ext.run(|| {
+        ApiServer::start(
+            &format!("{EXT4}:0"),
+            &first.name,
+            &[&first.pod4, &first.pod6],
+        )
+    });
+    api.set(|b| b.internal_ips = vec![first.ip4.to_string(), first.ip6.to_string()]);
+    for n in &nodes[1..] {
+        api.put_node(
+            &n.name,
+            &[&n.pod4, &n.pod6],
+            &[&n.ip4.to_string(), &n.ip6.to_string()],
+        );
+    }
+    let access = ApiAccess {
+        url: api.url(),
+        token: api.token.clone(),
+        ca_pem: api.ca_pem.clone(),
+    };
+    (
+        NsApi {
+            api: Some(api),
+            ns: ext,
+        },
+        access,
+    )
+}
+
+/// The conflist's bridge config with the node's own host-local dataDir.
+pub fn with_data_dir(mut conf: serde_json::Value, node: &Node) -> serde_json::Value {
+    conf["ipam"]["dataDir"] = node.data.path().to_str().unwrap().into();
+    conf
 }
 
 /// The node agent (`cni-install`) running inside a node's namespace; killed on drop.
