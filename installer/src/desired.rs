@@ -57,6 +57,7 @@ pub struct Desired {
 /// A node whose data passed the checks that need only the node itself.
 struct Candidate<'a> {
     name: &'a str,
+    created: &'a str,
     field: &'static str,
     cidrs: &'a [IpNetwork],
     ips: &'a [IpAddr],
@@ -133,6 +134,7 @@ pub fn desired<N: Borrow<NodeInfo>>(
         if is_me {
             own = Some(Candidate {
                 name: &node.name,
+                created: &node.created,
                 field: node.pod_cidrs_field,
                 cidrs,
                 ips: &[],
@@ -156,6 +158,7 @@ pub fn desired<N: Borrow<NodeInfo>>(
         }
         candidates.push(Candidate {
             name: &node.name,
+            created: &node.created,
             field: node.pod_cidrs_field,
             cidrs,
             ips,
@@ -207,27 +210,20 @@ pub fn desired<N: Borrow<NodeInfo>>(
             refused.insert(i, why);
         }
     }
-    // Against each other: both of an overlapping pair.
-    overlapping(&candidates, &mut refused);
+    // Against each other: the older node keeps a range two claim.
+    let trusted = overlapping(&candidates, &mut refused);
     // Pod ranges that survived, disjoint now: an InternalIP inside one is a pod address.
-    let mut ranges: Vec<((u8, u128), u128)> = candidates
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !refused.contains_key(i))
-        .flat_map(|(_, c)| c.cidrs.iter())
-        .chain(own_cidrs.iter())
-        .map(span)
-        .collect();
-    ranges.sort_unstable();
+    let pod_address = |ip: &IpAddr| {
+        let k = key(*ip);
+        let at = trusted.partition_point(|r| r.start <= k);
+        (at > 0 && trusted[at - 1].start.0 == k.0 && trusted[at - 1].last >= k.1)
+            || own_cidrs.iter().any(|o| o.contains(*ip))
+    };
     for (i, c) in candidates.iter().enumerate() {
         if refused.contains_key(&i) {
             continue;
         }
-        if let Some(ip) = c.ips.iter().find(|ip| {
-            let k = key(**ip);
-            let at = ranges.partition_point(|r| r.0 <= k);
-            at > 0 && ranges[at - 1].0.0 == k.0 && ranges[at - 1].1 >= k.1
-        }) {
+        if let Some(ip) = c.ips.iter().find(|ip| pod_address(ip)) {
             refused.insert(
                 i,
                 format!("status.addresses InternalIP {ip} is a pod address"),
@@ -254,6 +250,8 @@ pub fn desired<N: Borrow<NodeInfo>>(
         warn(e);
     }
     let mut pod_ranges: Vec<IpNetwork> = own_cidrs.clone();
+    // Collected, then built in one go (a sorted bulk build, not 10,000 inserts).
+    let mut routes: Vec<PodRoute> = Vec::with_capacity(2 * candidates.len());
     for (i, c) in candidates.iter().enumerate() {
         if refused.contains_key(&i) {
             continue;
@@ -268,7 +266,7 @@ pub fn desired<N: Borrow<NodeInfo>>(
             if opts.mode != Mode::Vxlan
                 && let Some(gw) = gw.filter(|gw| (local.on_link)(**gw))
             {
-                out.routes.insert(PodRoute {
+                routes.push(PodRoute {
                     dst: *net,
                     gateway: *gw,
                 });
@@ -306,6 +304,7 @@ pub fn desired<N: Borrow<NodeInfo>>(
             out.overlay.insert(OverlayPeer::new(*ip, overlay));
         }
     }
+    out.routes = routes.into_iter().collect();
     if !out.overlay.is_empty() || opts.mode == Mode::Vxlan {
         out.underlay = underlay;
     }
@@ -354,7 +353,7 @@ fn outside_cluster(net: &IpNetwork, cluster: &[IpNetwork]) -> bool {
             .any(|c| c.prefix() <= net.prefix() && c.contains(net.network()))
 }
 
-/// One pod range in the overlap sweep, of candidate `owner`.
+/// One pod range of candidate `owner`.
 #[derive(Clone, Copy)]
 struct Span {
     start: (u8, u128),
@@ -363,9 +362,10 @@ struct Span {
     net: IpNetwork,
 }
 
-/// Marks every candidate not refused yet whose range overlaps another's (both of a pair:
-/// neither can be trusted with the other's addresses).
-fn overlapping(candidates: &[Candidate], refused: &mut BTreeMap<usize, String>) {
+/// Refuses every candidate not refused yet with a range that overlaps a range of an older
+/// one (`metadata.creationTimestamp`, then name): the node that had a range first keeps it,
+/// whatever a later Node claims. Returns the ranges of the others, disjoint, by start.
+fn overlapping(candidates: &[Candidate], refused: &mut BTreeMap<usize, String>) -> Vec<Span> {
     let mut spans: Vec<Span> = candidates
         .iter()
         .enumerate()
@@ -383,32 +383,55 @@ fn overlapping(candidates: &[Candidate], refused: &mut BTreeMap<usize, String>) 
         })
         .collect();
     spans.sort_unstable_by_key(|s| (s.start, std::cmp::Reverse(s.last)));
-    // The range reaching furthest so far; CIDRs are nested or disjoint, so a range
-    // starting inside it overlaps it.
-    let mut open: Option<Span> = None;
-    let mut found: Vec<(usize, String)> = Vec::new();
-    for s in spans {
-        let Some(o) = open.filter(|o| o.start.0 == s.start.0 && s.start.1 <= o.last) else {
-            open = Some(s);
-            continue;
-        };
-        for (this, other) in [(s, o), (o, s)] {
-            let c = &candidates[this.owner];
-            found.push((
-                this.owner,
-                format!(
-                    "{} {} overlaps node {}'s {}",
-                    c.field, this.net, candidates[other.owner].name, other.net
-                ),
-            ));
-        }
-        if s.last > o.last {
-            open = Some(s);
+    // The nodes with a range that overlaps another: CIDRs are nested or disjoint, so a
+    // range starting inside the one reaching furthest so far overlaps it.
+    let mut involved: BTreeSet<usize> = BTreeSet::new();
+    let mut open: Option<&Span> = None;
+    for s in &spans {
+        match open.filter(|o| o.start.0 == s.start.0 && s.start.1 <= o.last) {
+            Some(o) => {
+                involved.extend([o.owner, s.owner]);
+            }
+            None => open = Some(s),
         }
     }
-    for (i, why) in found {
-        refused.entry(i).or_insert(why);
+    if !involved.is_empty() {
+        // Only those can lose: oldest first, each keeps its ranges unless one overlaps a
+        // range an older one kept.
+        let mut theirs: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
+        for s in spans.iter().filter(|s| involved.contains(&s.owner)) {
+            theirs.entry(s.owner).or_default().push(*s);
+        }
+        let mut order: Vec<usize> = involved.into_iter().collect();
+        order.sort_unstable_by_key(|i| (candidates[*i].created, candidates[*i].name));
+        // Kept ranges are disjoint: only the nearest on either side can overlap.
+        let mut kept: BTreeMap<(u8, u128), Span> = BTreeMap::new();
+        for i in order {
+            let c = &candidates[i];
+            let mine = theirs.remove(&i).unwrap_or_default();
+            let clash = mine.iter().find_map(|s| {
+                let before = kept.range(..=s.start).next_back().map(|(_, k)| k);
+                let after = kept.range(s.start..).next().map(|(_, k)| k);
+                before
+                    .filter(|k| k.start.0 == s.start.0 && k.last >= s.start.1)
+                    .or(after.filter(|k| k.start.0 == s.start.0 && k.start.1 <= s.last))
+                    .map(|k| (s.net, k))
+            });
+            match clash {
+                Some((net, k)) => {
+                    let why = format!(
+                        "{} {net} overlaps node {}'s {}, which keeps it (older, or first \
+                         by name)",
+                        c.field, candidates[k.owner].name, k.net
+                    );
+                    refused.insert(i, why);
+                }
+                None => kept.extend(mine.into_iter().map(|s| (s.start, s))),
+            }
+        }
+        spans.retain(|s| !refused.contains_key(&s.owner));
     }
+    spans
 }
 
 /// The firewall policy: per family of this node's ranges, masquerade from them to

@@ -20,6 +20,9 @@ const MAX_VALUE_LEN: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
     pub name: String,
+    /// `metadata.creationTimestamp` (RFC 3339, UTC, so it orders as text): of two nodes
+    /// claiming one range, the older keeps it.
+    pub created: String,
     /// Which field the pod ranges came from (for warnings).
     pub pod_cidrs_field: &'static str,
     /// The pod ranges, checked on their own (`podcidr::parse_ranges`), or why not.
@@ -29,6 +32,11 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
+    pub fn created_at(mut self, created: String) -> NodeInfo {
+        self.created = created;
+        self
+    }
+
     /// From the raw values: `pod_cidrs` of `spec.podCIDRs`, or `[spec.podCIDR]` when only
     /// that is set (a cluster from before dual-stack), and the InternalIPs.
     pub fn new(
@@ -48,6 +56,7 @@ impl NodeInfo {
             .collect();
         NodeInfo {
             name,
+            created: String::new(),
             pod_cidrs_field,
             ranges,
             ips,
@@ -63,6 +72,8 @@ pub(crate) struct Meta {
     pub resource_version: String,
     #[serde(rename = "continue")]
     pub continue_token: String,
+    #[serde(rename = "creationTimestamp")]
+    pub created: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -104,6 +115,7 @@ impl RawNode {
         } else {
             ("spec.podCIDR", vec![self.spec.pod_cidr])
         };
+        let created = bounded(std::iter::once(self.metadata.created)).concat();
         NodeInfo::new(
             self.metadata.name,
             field,
@@ -116,6 +128,7 @@ impl RawNode {
                     .map(|a| a.address),
             ),
         )
+        .created_at(created)
     }
 }
 
@@ -225,7 +238,7 @@ mod tests {
     #[test]
     fn keeps_name_ranges_and_internal_ips_only() {
         let line = br#"{"type":"ADDED","object":{"kind":"Node","metadata":{"name":"n1",
-            "resourceVersion":"7","labels":{"a":"b"}},"spec":{"podCIDR":"10.0.1.0/24",
+            "resourceVersion":"7","creationTimestamp":"2026-11-30T12:00:00Z","labels":{"a":"b"}},"spec":{"podCIDR":"10.0.1.0/24",
             "podCIDRs":["10.0.1.0/24","fd00:1::/64"]},"status":{"addresses":[
             {"type":"Hostname","address":"n1"},{"type":"InternalIP","address":"192.168.0.2"},
             {"type":"ExternalIP","address":"203.0.113.9"},{"type":"InternalIP","address":"fd0::2"}],
@@ -242,6 +255,7 @@ mod tests {
                 vec!["10.0.1.0/24".into(), "fd00:1::/64".into()],
                 vec!["192.168.0.2".into(), "fd0::2".into()],
             )
+            .created_at("2026-11-30T12:00:00Z".into())
         );
         let ranges: Vec<IpNetwork> = vec![
             "10.0.1.0/24".parse().unwrap(),

@@ -234,23 +234,39 @@ fn overlapping_ours() {
 }
 
 #[test]
-fn overlapping_another_nodes_skips_both() {
+fn of_two_nodes_claiming_one_range_the_older_keeps_it() {
+    let old = |n: NodeInfo| n.created_at("2026-01-01T00:00:00Z".into());
+    let young = |n: NodeInfo| n.created_at("2026-11-30T12:00:00Z".into());
     let d = run(&[
         me(),
-        node("a", &["10.244.5.0/24"], &["192.168.0.5"]),
-        node("b", &["10.244.5.0/24"], &["192.168.0.6"]),
+        young(node("a", &["10.244.5.0/24"], &["192.168.0.5"])),
+        old(node("b", &["10.244.5.0/24"], &["192.168.0.6"])),
+        // Nested in b's: refused too, and does not hide c's own overlap with b.
+        young(node("c", &["10.244.5.128/25"], &["192.168.0.7"])),
         good_peer(),
     ]);
-    assert_eq!(d.routes.len(), 2, "{:?}", d.routes);
-    for name in ["a", "b"] {
+    assert!(d.routes.contains(&route("10.244.5.0/24", "192.168.0.6")));
+    assert_eq!(d.routes.len(), 3, "{:?}", d.routes);
+    for (name, net) in [("a", "10.244.5.0/24"), ("c", "10.244.5.128/25")] {
         assert!(
             d.warnings.iter().any(|w| w.starts_with(&format!(
-                "node {name}: spec.podCIDRs 10.244.5.0/24 overlaps"
+                "node {name}: spec.podCIDRs {net} overlaps node b's 10.244.5.0/24, which keeps it"
             ))),
             "{name}: {:?}",
             d.warnings
         );
     }
+    assert!(!d.warnings.iter().any(|w| w.starts_with("node b:")));
+    // Created at the same time: the first by name keeps it.
+    let d = run(&[
+        me(),
+        node("y", &["10.244.6.0/24"], &["192.168.0.8"]),
+        node("x", &["10.244.6.0/23"], &["192.168.0.9"]),
+    ]);
+    assert_eq!(
+        d.routes.into_iter().collect::<Vec<_>>(),
+        [route("10.244.6.0/23", "192.168.0.9")]
+    );
 }
 
 #[test]
@@ -528,4 +544,31 @@ fn no_overlay_when_this_nodes_internal_ip_is_not_its_own() {
             d.warnings
         );
     }
+}
+
+#[test]
+fn a_flood_of_nodes_claiming_one_range_leaves_it_with_the_oldest() {
+    let mut nodes = vec![me(), good_peer()];
+    nodes.extend((0..5000u32).map(|i| {
+        let ip = format!("192.168.{}.{}", 100 + i / 250, 1 + i % 250);
+        node(&format!("claim-{i:05}"), &["10.250.0.0/16"], &[&ip]).created_at(format!(
+            "2026-11-30T12:{:02}:{:02}Z",
+            i / 60 % 60,
+            i % 60
+        ))
+    }));
+    let d = run(&nodes);
+    assert!(d.routes.contains(&route("10.244.1.0/24", "192.168.0.2")));
+    // claim-00000 is the oldest (12:00:00, first by name among equals); off-link, so
+    // through the overlay.
+    assert_eq!(
+        d.overlay.into_iter().collect::<Vec<_>>(),
+        [peer("192.168.100.1", &["10.250.0.0/16"])]
+    );
+    let refused = d
+        .warnings
+        .iter()
+        .filter(|w| w.contains("which keeps it"))
+        .count();
+    assert_eq!(refused, 4999);
 }
