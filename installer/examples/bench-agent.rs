@@ -128,7 +128,6 @@ fn main() {
         format!("--token-file={}", d("sa/token")),
         format!("--ca-file={}", d("sa/ca.crt")),
         format!("--ipam-data-dir={}", d("leases")),
-        "--mtu=1400".into(),
         "--interval=3600".into(),
         "--health-listen=127.0.0.1:0".into(),
     ])

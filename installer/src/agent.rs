@@ -23,7 +23,7 @@ use crate::nodes::NodeInfo;
 use crate::reconcile::{self, Applied, Overlay};
 use crate::run::{Installer, RunError, show};
 use crate::watcher::{self, Shared, Wake};
-use crate::{leases, log};
+use crate::{host_mtu, leases, log};
 
 /// A failed reconcile is retried after 1 s doubling up to this (or sooner on an event).
 const MAX_RETRY: Duration = Duration::from_secs(30);
@@ -40,6 +40,10 @@ struct Agent<'a> {
     /// more, so pods started meanwhile do not get a larger MTU than the next overlay peer
     /// carries (until the agent restarts).
     overlay_mtu: Option<u32>,
+    /// The default route's interface's MTU and the underlay interface's, kept until the
+    /// periodic re-check: reading them dumps the main table, which holds a route per node.
+    host_mtu: Option<Option<u32>>,
+    underlay_mtu: Option<(IpAddr, u32)>,
     /// What the last pass left in the kernel, trusted until the periodic re-check.
     applied: Applied,
     /// Answers of `on_link`, kept until the next periodic re-check (a reconcile per event
@@ -125,6 +129,8 @@ pub fn run(
         vni: args.vxlan_vni,
         port: args.vxlan_port,
         overlay_mtu: None,
+        host_mtu: None,
+        underlay_mtu: None,
         applied: Applied::default(),
         on_link: HashMap::default(),
         warned: BTreeSet::new(),
@@ -158,6 +164,8 @@ pub fn run(
                     // The periodic re-check: ask the kernel afresh.
                     agent.on_link.clear();
                     agent.applied.forget();
+                    agent.host_mtu = None;
+                    agent.underlay_mtu = None;
                 }
             }
         }
@@ -238,7 +246,13 @@ impl Agent<'_> {
             self.metrics.conflist.store(false, Ordering::Relaxed);
         } else if ok {
             // The last known ranges: kept while the node lost them or the API is down.
-            let put = self.installer.put_conflist(&self.own, self.overlay_mtu);
+            let mtu = match self.overlay_mtu {
+                Some(m) => Some(m),
+                None => *self
+                    .host_mtu
+                    .get_or_insert_with(host_mtu::default_route_mtu),
+            };
+            let put = self.installer.put_conflist(&self.own, mtu);
             if let Err(e) = &put {
                 log(&format!("error: {e}"));
                 ok = false;
@@ -299,13 +313,21 @@ impl Agent<'_> {
     }
 
     /// The VXLAN device, when the overlay is used: its MTU fits the underlay interface's.
-    fn vxlan(&self, desired: &Desired) -> Option<VxlanSpec> {
+    fn vxlan(&mut self, desired: &Desired) -> Option<VxlanSpec> {
         let local = desired.underlay?;
+        let underlay_mtu = match self.underlay_mtu {
+            Some((addr, mtu)) if addr == local => mtu,
+            _ => {
+                let mtu = host_mtu::underlay_mtu(local).unwrap_or(1500);
+                self.underlay_mtu = Some((local, mtu));
+                mtu
+            }
+        };
         Some(VxlanSpec {
             vni: self.vni,
             port: self.port,
             local,
-            underlay_mtu: crate::host_mtu::underlay_mtu(local).unwrap_or(1500),
+            underlay_mtu,
         })
     }
 

@@ -127,17 +127,10 @@ impl<'a> Installer<'a> {
         names
     }
 
-    /// `overlay_mtu`: the MTU pods need for the VXLAN overlay, when it is used (--mtu wins).
-    pub fn put_conflist(
-        &self,
-        cidrs: &[IpNetwork],
-        overlay_mtu: Option<u32>,
-    ) -> Result<(), RunError> {
-        let mtu = self
-            .args
-            .mtu
-            .or(overlay_mtu)
-            .or_else(host_mtu::default_route_mtu);
+    /// `mtu`: the pods' MTU unless --mtu is given (the overlay's when it is used, else the
+    /// default route's interface's; None: the bridge plugin's default).
+    pub fn put_conflist(&self, cidrs: &[IpNetwork], mtu: Option<u32>) -> Result<(), RunError> {
+        let mtu = self.args.mtu.or(mtu);
         let settings = Settings {
             cni_version: &self.args.cni_version,
             bridge: &self.args.bridge,
@@ -206,7 +199,7 @@ pub fn once(args: &Args, stop: &Stop) -> Result<(), RunError> {
     installer.put_binaries()?;
     // Without the Node list it cannot tell whether a peer needs the overlay: the agent
     // lowers the MTU when one does.
-    installer.put_conflist(&cidrs, None)
+    installer.put_conflist(&cidrs, host_mtu::default_route_mtu())
 }
 
 /// The node agent until SIGTERM/SIGINT (Ok then): see `agent`.
