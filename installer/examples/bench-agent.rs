@@ -216,9 +216,16 @@ fn main() {
             println!("changes for the add: {} {add_ops:?}", add_ops.len());
             println!("changes for the delete: {} {del_ops:?}", del_ops.len());
         }
+        let rss = peak_rss_kib() as f64 / 1024.0;
+        println!("agent peak RSS (VmHWM, the fake kernel's state included): {rss:.1} MiB");
+        // One line for scripts/bench-agent.sh's medians.
         println!(
-            "agent peak RSS (VmHWM, the fake kernel's state included): {:.1} MiB",
-            peak_rss_kib() as f64 / 1024.0
+            "summary list_s={:.3} first_s={:.3} first_pass_ms={first_pass:.1} add_ms={:.2} \
+             add_pass_ms={add_pass:.2} del_ms={:.2} del_pass_ms={del_pass:.2} rss_mib={rss:.1}",
+            list.as_secs_f64(),
+            first.as_secs_f64(),
+            add.as_secs_f64() * 1e3,
+            del.as_secs_f64() * 1e3,
         );
         shared.request_stop(0);
         runner.join().unwrap().unwrap();

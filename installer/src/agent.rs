@@ -142,12 +142,14 @@ pub fn run(
     };
     // The binaries do not wait for the API server.
     agent.put_binaries();
+    // The last time the kernel was asked afresh (the first pass always asks).
+    let mut checked = Instant::now();
     loop {
-        let now = Instant::now();
-        let wait = agent.retry_at.map_or(args.interval(), |t| {
-            t.saturating_duration_since(now).min(args.interval())
-        });
-        match shared.wait(wait) {
+        // The periodic re-check is due every --interval, also under a steady stream of
+        // events (what the agent trusts between two re-checks must not grow old).
+        let due = checked + args.interval();
+        let wake_at = agent.retry_at.map_or(due, |t| t.min(due));
+        match shared.wait(wake_at.saturating_duration_since(Instant::now())) {
             Wake::Stop(sig) => {
                 log(&format!(
                     "signal {sig}: exiting; files, routes and rules stay in place"
@@ -159,15 +161,11 @@ pub fn run(
                     agent.nodes = nodes;
                 }
             }
-            Wake::Idle => {
-                if agent.retry_at.is_none_or(|t| Instant::now() < t) {
-                    // The periodic re-check: ask the kernel afresh.
-                    agent.on_link.clear();
-                    agent.applied.forget();
-                    agent.host_mtu = None;
-                    agent.underlay_mtu = None;
-                }
-            }
+            Wake::Idle => {}
+        }
+        if Instant::now() >= due {
+            agent.forget_kernel();
+            checked = Instant::now();
         }
         agent.pass();
     }
@@ -199,6 +197,15 @@ pub fn free_stale_leases(args: &Args) {
 }
 
 impl Agent<'_> {
+    /// The periodic re-check: the next pass asks the kernel afresh (drift, changes made by
+    /// someone else, MTUs).
+    fn forget_kernel(&mut self) {
+        self.on_link.clear();
+        self.applied.forget();
+        self.host_mtu = None;
+        self.underlay_mtu = None;
+    }
+
     fn put_binaries(&self) -> bool {
         let ok = match self.installer.put_binaries() {
             Ok(()) => true,

@@ -218,6 +218,31 @@ fn routes_follow_the_nodes_with_one_operation_per_changed_route() {
 }
 
 #[test]
+fn a_route_deleted_by_someone_else_comes_back_at_the_re_check_also_under_steady_events() {
+    let node = Node::new(&["10.244.0.0/24"]);
+    node.api
+        .put_node("node-2", &["10.244.2.0/24"], &["172.18.0.3"]);
+    let net = fake();
+    with_agent(&node, &net, |metrics| {
+        eventually("ready", || metrics.ready());
+        net.with(|s| s.ours.remove(&route("10.244.2.0/24", "172.18.0.3")));
+        // Events keep coming faster than --interval (1 s): between re-checks the agent
+        // trusts what it applied, but the re-check still comes.
+        let mut i = 0;
+        eventually("the deleted route back", || {
+            i += 1;
+            node.api.put_node(
+                "node-9",
+                &[&format!("10.244.{}.0/24", 100 + i % 2)],
+                &["172.18.0.9"],
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            ours(&net).contains(&route("10.244.2.0/24", "172.18.0.3"))
+        });
+    });
+}
+
+#[test]
 fn a_restart_removes_what_changed_while_down_and_leaves_foreign_routes_alone() {
     let node = Node::new(&["10.244.0.0/24"]);
     node.api
