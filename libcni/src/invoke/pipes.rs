@@ -84,8 +84,9 @@ impl Sink {
     }
 }
 
-/// The loop of [`communicate`]. Returning drops (closes) all three pipes: after a kill, a
-/// process the plugin left behind then gets EPIPE instead of holding us.
+/// The loop of [`communicate`], until stdout and stderr are closed (stdin not yet written
+/// then is dropped: nobody could read an answer to it). Returning drops (closes) all three
+/// pipes: after a kill, a process the plugin left behind then gets EPIPE instead of holding us.
 fn pump(child: &mut Child, mut input: &[u8]) -> Result<(Vec<u8>, Vec<u8>), Stop> {
     let mut stdin = child.stdin.take().map(|p| File::from(OwnedFd::from(p)));
     if let Some(pipe) = &stdin {
