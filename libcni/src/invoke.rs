@@ -2,11 +2,15 @@
 //! result or the plugin's error JSON, and delegation to an IPAM plugin.
 
 use crate::error::Error;
+use crate::file::{MAX_CONFIG, human};
 use crate::types::CniResult;
+use pipes::Stop;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+mod pipes;
 
 /// Go `invoke.FindInPath`: the first `dir/plugin` that is a regular file.
 pub fn find_in_path(plugin: &str, paths: &[PathBuf]) -> Result<PathBuf, Error> {
@@ -45,7 +49,8 @@ const BUSY_RETRIES: u32 = 5;
 /// Runs a plugin with `env` added to (and overriding) the caller's environment and
 /// `stdin` as input. Success yields stdout; failure yields the plugin's error JSON as is,
 /// or a clear message when it printed nothing or garbage. The plugin's stderr is
-/// passed through to ours.
+/// passed through to ours once it has exited. A plugin printing more than [`MAX_CONFIG`] on
+/// stdout or stderr is killed, with an error naming it and the limit.
 pub fn exec_plugin(plugin: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Result<Vec<u8>, Error> {
     exec(plugin, stdin, env, Tie::Free)
 }
@@ -74,14 +79,23 @@ fn exec_plugin_waiting(
     let mut attempt = 0;
     let output = loop {
         match run_once(plugin, stdin, env, tie) {
-            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempt < BUSY_RETRIES => {
+            Err(Stop::Io(e))
+                if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempt < BUSY_RETRIES =>
+            {
                 attempt += 1;
                 wait_while_busy();
             }
-            Err(e) => {
+            Err(Stop::Io(e)) => {
                 return Err(Error::internal(format!(
                     "failed to execute {}: {e}",
                     plugin.display()
+                )));
+            }
+            Err(Stop::TooMuch(stream)) => {
+                return Err(Error::internal(format!(
+                    "plugin {} printed more than {} on {stream} (the limit) and was killed",
+                    plugin.display(),
+                    human(MAX_CONFIG)
                 )));
             }
             Ok(out) => break out,
@@ -103,7 +117,7 @@ fn run_once(
     stdin: &[u8],
     env: &[(&str, &str)],
     tie: Tie,
-) -> std::io::Result<std::process::Output> {
+) -> Result<std::process::Output, Stop> {
     let mut cmd = Command::new(plugin);
     cmd.envs(env.iter().copied())
         .stdin(Stdio::piped())
@@ -112,13 +126,8 @@ fn run_once(
     if tie == Tie::DiesWithCaller {
         sysproc::tie::die_with_caller(&mut cmd);
     }
-    let mut child = cmd.spawn()?;
-    let mut input = child.stdin.take().expect("stdin is piped");
-    // A plugin that exits without reading stdin makes this fail with EPIPE; its exit
-    // status then tells what happened.
-    let _ = input.write_all(stdin);
-    drop(input);
-    child.wait_with_output()
+    // Spawned and waited for on this thread: the tie is to the spawning thread.
+    pipes::communicate(cmd.spawn()?, stdin)
 }
 
 /// Go `invoke.pluginErr`.

@@ -193,3 +193,119 @@ fn retries_while_the_binary_is_being_written() {
         r#"{"cniVersion":"1.0.0"}"#
     );
 }
+
+/// Runs `f` on a thread and returns what it returns. A watchdog, not a speed assertion: it
+/// fails the test only when the run has not finished after 60 s, that is when it hangs.
+fn unless_it_hangs<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    use std::sync::mpsc::RecvTimeoutError;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(v) => v,
+        Err(RecvTimeoutError::Timeout) => panic!("the plugin run hangs"),
+        Err(RecvTimeoutError::Disconnected) => panic!("the plugin run panicked"),
+    }
+}
+
+const MIB: usize = 1 << 20;
+
+#[test]
+fn a_plugin_printing_much_before_reading_a_large_stdin_completes() {
+    let d = PluginDir::new("bigio");
+    // More than a pipe buffer out on both streams before reading any of stdin: writing
+    // all of stdin first would deadlock with it.
+    let p = d.plugin(
+        "p",
+        "head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2; wc -c | tr -d ' '",
+    );
+    let out = unless_it_hangs(move || run_once(&p, &[b' '; MIB], &[], Tie::Free).unwrap());
+    assert!(out.status.success());
+    assert_eq!(out.stderr.len(), MIB);
+    assert_eq!(out.stdout.len(), MIB + "1048576\n".len());
+    assert!(
+        out.stdout.ends_with(b"\x001048576\n"),
+        "it read all of stdin"
+    );
+}
+
+#[test]
+fn output_up_to_the_limit_is_kept() {
+    let d = PluginDir::new("atlimit");
+    let p = d.plugin("p", &format!("head -c {MAX_CONFIG} /dev/zero"));
+    let out = run_once(&p, b"{}", &[], Tie::Free).unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout.len() as u64, MAX_CONFIG);
+}
+
+/// The pid a plugin wrote to `pid` is gone: the plugin was killed and reaped (a zombie
+/// would still be in /proc).
+fn assert_gone(d: &PluginDir) {
+    let pid = std::fs::read_to_string(d.0.join("pid")).unwrap();
+    let proc = PathBuf::from(format!("/proc/{}", pid.trim()));
+    assert!(!proc.exists(), "plugin {} still there", pid.trim());
+}
+
+/// A plugin printing without end on `stream` is killed at the limit with a clear error.
+fn endless_output_is_cut(stream: &str, redirect: &str) {
+    let d = PluginDir::new(&format!("endless-{stream}"));
+    let pid = d.0.join("pid");
+    let p = d.plugin(
+        "p",
+        &format!("echo $$ > {}; exec yes {redirect}", pid.display()),
+    );
+    let p2 = p.clone();
+    let e = unless_it_hangs(move || exec_plugin(&p2, b"{}", &[]).unwrap_err());
+    assert_eq!(
+        e,
+        Error::internal(format!(
+            "plugin {} printed more than 16 MiB on {stream} (the limit) and was killed",
+            p.display()
+        ))
+    );
+    assert_gone(&d);
+}
+
+#[test]
+fn a_plugin_printing_endlessly_on_stdout_is_killed() {
+    endless_output_is_cut("stdout", "");
+}
+
+#[test]
+fn a_plugin_printing_endlessly_on_stderr_is_killed() {
+    endless_output_is_cut("stderr", ">&2");
+}
+
+#[test]
+fn a_process_left_holding_the_pipes_does_not_hold_up_the_kill() {
+    let d = PluginDir::new("endless-bg");
+    let (pid, bg) = (d.0.join("pid"), d.0.join("bg"));
+    // The background sleep holds stdout and stderr open and prints nothing.
+    let p = d.plugin(
+        "p",
+        &format!(
+            "sleep 600 & echo $! > {}; echo $$ > {}; exec yes",
+            bg.display(),
+            pid.display()
+        ),
+    );
+    let e = unless_it_hangs(move || exec_plugin(&p, b"{}", &[]).unwrap_err());
+    let bg: i32 = std::fs::read_to_string(&bg)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(bg),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(e.msg.contains("printed more than 16 MiB on stdout"), "{e}");
+    assert_gone(&d);
+}
+
+#[test]
+fn a_plugin_exiting_without_reading_a_large_stdin_reports_its_error() {
+    let d = PluginDir::new("noread");
+    let p = d.plugin("p", r#"echo '{"code":11,"msg":"try later"}'; exit 1"#);
+    let e = unless_it_hangs(move || exec_plugin(&p, &[b' '; MIB], &[]).unwrap_err());
+    assert_eq!(e, Error::new(11, "try later"));
+}
