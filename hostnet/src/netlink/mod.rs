@@ -12,6 +12,7 @@
 //! short-lived helper thread; the calling thread never changes namespace.
 
 mod addr;
+mod batch;
 mod error;
 mod link;
 mod nsid;
@@ -25,6 +26,7 @@ mod tests;
 mod vlan_tests;
 
 use std::pin::Pin;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Mutex, OnceLock};
 
 use futures_util::StreamExt;
@@ -66,6 +68,8 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, NetlinkError> {
 pub struct Netlink {
     handle: rtnetlink::Handle,
     conn: Mutex<Pin<Box<Connection>>>,
+    /// Sequence numbers of pipelined requests (`batch.rs`), far from the connection's own.
+    seq: AtomicU32,
 }
 
 impl std::fmt::Debug for Netlink {
@@ -87,6 +91,7 @@ impl Netlink {
         Ok(Netlink {
             handle,
             conn: Mutex::new(Box::pin(conn)),
+            seq: AtomicU32::new(0x8000_0000),
         })
     }
 

@@ -2,6 +2,7 @@
 //! netlink for the firewall table (no `nft` binary: the agent's image is `FROM scratch`),
 //! `/proc/sys` for forwarding.
 
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 
@@ -11,7 +12,7 @@ use super::firewall;
 use super::forwarding;
 use super::overlay_host;
 use super::{NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, ROUTE_PROTO, VxlanSpec};
-use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, RouteSpec};
+use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, Route, RouteSpec};
 use crate::nftnl::{NfSocket, NftError};
 
 /// The kernel of the namespace this was opened in.
@@ -40,6 +41,31 @@ fn from_netlink(op: &str) -> impl FnOnce(NetlinkError) -> NodeNetError + '_ {
 
 fn from_nft(op: &str) -> impl FnOnce(NftError) -> NodeNetError + '_ {
     move |e| node_error(op, &e, e.errno())
+}
+
+/// A route of someone else holds `route`'s destination.
+fn exists(op: &str, route: &PodRoute) -> NodeNetError {
+    node_error(
+        op,
+        format!("a route to {} exists already", route.dst),
+        Some(super::libc_errno::EEXIST),
+    )
+}
+
+/// [`NodeNet::on_link`]'s answer from the kernel's route to the address.
+fn on_link_of(route: Result<Route, NetlinkError>) -> Result<bool, NodeNetError> {
+    match route {
+        Ok(route) => Ok(route.gateway.is_none() && route.multipath_gateways.is_empty()),
+        Err(e)
+            if matches!(
+                e.errno(),
+                Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(from_netlink("route get")(e)),
+    }
 }
 
 fn spec(route: &PodRoute) -> RouteSpec {
@@ -178,11 +204,7 @@ impl NodeNet for HostNodeNet {
         // destination (the most specific entry for its first address) is someone's.
         match self.routes.route_to(route.dst.network(), true) {
             Ok(held) if held.dst == route.dst && held.table == MAIN_TABLE => {
-                return Err(node_error(
-                    op,
-                    format!("a route to {} exists already", route.dst),
-                    Some(super::libc_errno::EEXIST),
-                ));
+                return Err(exists(op, route));
             }
             Ok(_) => {}
             // Nothing routes there yet.
@@ -198,6 +220,59 @@ impl NodeNet for HostNodeNet {
             .map_err(from_netlink(op))
     }
 
+    /// The check of [`NodeNet::add_route`] from one dump of the main table: any route there
+    /// to the very destination is someone's. (`add_route` asks the kernel's lookup for the
+    /// destination's first address instead, which a more specific route, or a rule sending
+    /// that address to another table first, hides; the dump does not miss those.)
+    fn add_routes(&self, routes: &[PodRoute]) -> Vec<Result<(), NodeNetError>> {
+        let op = "add route";
+        let mut held = HashSet::new();
+        for family in [IpFamily::V4, IpFamily::V6] {
+            if !routes
+                .iter()
+                .any(|r| r.dst.is_ipv4() == (family == IpFamily::V4))
+            {
+                continue;
+            }
+            match self.routes.main_table_destinations(family) {
+                Ok(dsts) => held.extend(dsts),
+                Err(e) => {
+                    let e = from_netlink(op)(e);
+                    return routes.iter().map(|_| Err(e.clone())).collect();
+                }
+            }
+        }
+        let (free, taken): (Vec<usize>, Vec<usize>) =
+            (0..routes.len()).partition(|i| !held.contains(&routes[*i].dst));
+        let mut out: Vec<Result<(), NodeNetError>> = routes.iter().map(|_| Ok(())).collect();
+        for i in taken {
+            out[i] = Err(exists(op, &routes[i]));
+        }
+        let specs: Vec<RouteSpec> = free.iter().map(|i| spec(&routes[*i])).collect();
+        let added = self.routes.add_routes_excl(&specs, ROUTE_PROTO);
+        let mut lost = Vec::new();
+        for (i, r) in free.into_iter().zip(added) {
+            match r {
+                Err(e) if e.errno() == Some(nix::libc::ENOBUFS) => lost.push(i),
+                r => out[i] = r.map_err(from_netlink(op)),
+            }
+        }
+        if !lost.is_empty() {
+            // Answers lost to an overrun: the routes found ours now were added, the others
+            // are added one by one.
+            let ours: HashSet<PodRoute> =
+                self.our_routes().unwrap_or_default().into_iter().collect();
+            for i in lost {
+                out[i] = if ours.contains(&routes[i]) {
+                    Ok(())
+                } else {
+                    self.add_route(&routes[i])
+                };
+            }
+        }
+        out
+    }
+
     fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
         self.routes
             .replace_route(&spec(route), ROUTE_PROTO)
@@ -211,18 +286,12 @@ impl NodeNet for HostNodeNet {
     }
 
     fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError> {
-        match self.routes.route_to(addr, false) {
-            Ok(route) => Ok(route.gateway.is_none() && route.multipath_gateways.is_empty()),
-            Err(e)
-                if matches!(
-                    e.errno(),
-                    Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(from_netlink("route get")(e)),
-        }
+        on_link_of(self.routes.route_to(addr, false))
+    }
+
+    fn on_link_many(&self, addrs: &[IpAddr]) -> Vec<Result<bool, NodeNetError>> {
+        let routes = self.routes.routes_to(addrs, false);
+        routes.into_iter().map(on_link_of).collect()
     }
 
     fn local_addrs(&self) -> Result<Vec<IpAddr>, NodeNetError> {
