@@ -304,26 +304,6 @@ impl Netlink {
             .collect()
     }
 
-    /// The destinations of every route of `family` in the main table, whatever its type
-    /// (unreachable, blackhole, ... too), metric or protocol.
-    pub fn main_table_destinations(
-        &self,
-        family: IpFamily,
-    ) -> Result<Vec<IpNetwork>, NetlinkError> {
-        let mut msg = RouteMessage::default();
-        msg.header.address_family = family.netlink();
-        self.dump(
-            &|| "list routes".into(),
-            RouteNetlinkMessage::GetRoute(msg),
-            |m| match m {
-                RouteNetlinkMessage::NewRoute(r) => Route::from_message(&r)
-                    .filter(|r| r.table == MAIN_TABLE)
-                    .map(|r| r.dst),
-                _ => None,
-            },
-        )
-    }
-
     /// Deletes the route matching `spec` (ESRCH, [`NetlinkError::is_not_found`], if none).
     pub fn del_route(&self, spec: &RouteSpec) -> Result<(), NetlinkError> {
         self.ack(

@@ -52,6 +52,30 @@ fn exists(op: &str, route: &PodRoute) -> NodeNetError {
     )
 }
 
+/// Whether `route` may be added, from the kernel's fib-match lookup of its destination's
+/// first address: NLM_F_EXCL only sees a route of the same metric, so any route to this
+/// very destination (the most specific entry for that address) is someone's.
+fn free_for(
+    op: &str,
+    route: &PodRoute,
+    held: Result<Route, NetlinkError>,
+) -> Result<(), NodeNetError> {
+    match held {
+        Ok(held) if held.dst == route.dst && held.table == MAIN_TABLE => Err(exists(op, route)),
+        Ok(_) => Ok(()),
+        // Nothing routes there yet.
+        Err(e)
+            if matches!(
+                e.errno(),
+                Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(from_netlink(op)(e)),
+    }
+}
+
 /// [`NodeNet::on_link`]'s answer from the kernel's route to the address.
 fn on_link_of(route: Result<Route, NetlinkError>) -> Result<bool, NodeNetError> {
     match route {
@@ -200,53 +224,26 @@ impl NodeNet for HostNodeNet {
 
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
         let op = "add route";
-        // NLM_F_EXCL only sees a route of the same metric: any route to this very
-        // destination (the most specific entry for its first address) is someone's.
-        match self.routes.route_to(route.dst.network(), true) {
-            Ok(held) if held.dst == route.dst && held.table == MAIN_TABLE => {
-                return Err(exists(op, route));
-            }
-            Ok(_) => {}
-            // Nothing routes there yet.
-            Err(e)
-                if matches!(
-                    e.errno(),
-                    Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
-                ) => {}
-            Err(e) => return Err(from_netlink(op)(e)),
-        }
+        free_for(op, route, self.routes.route_to(route.dst.network(), true))?;
         self.routes
             .add_route_excl(&spec(route), ROUTE_PROTO)
             .map_err(from_netlink(op))
     }
 
-    /// The check of [`NodeNet::add_route`] from one dump of the main table: any route there
-    /// to the very destination is someone's. (`add_route` asks the kernel's lookup for the
-    /// destination's first address instead, which a more specific route, or a rule sending
-    /// that address to another table first, hides; the dump does not miss those.)
+    /// [`NodeNet::add_route`]'s check and add for each route, each pipelined: first every
+    /// lookup, then every add. (Two routes of the batch to one destination are both
+    /// checked before either is added; the kernel's `NLM_F_EXCL` refuses the second.)
     fn add_routes(&self, routes: &[PodRoute]) -> Vec<Result<(), NodeNetError>> {
         let op = "add route";
-        let mut held = HashSet::new();
-        for family in [IpFamily::V4, IpFamily::V6] {
-            if !routes
-                .iter()
-                .any(|r| r.dst.is_ipv4() == (family == IpFamily::V4))
-            {
-                continue;
+        let firsts: Vec<IpAddr> = routes.iter().map(|r| r.dst.network()).collect();
+        let held = self.routes.routes_to(&firsts, true);
+        let mut out: Vec<Result<(), NodeNetError>> = Vec::with_capacity(routes.len());
+        let mut free = Vec::new();
+        for (i, (route, held)) in routes.iter().zip(held).enumerate() {
+            out.push(free_for(op, route, held));
+            if out[i].is_ok() {
+                free.push(i);
             }
-            match self.routes.main_table_destinations(family) {
-                Ok(dsts) => held.extend(dsts),
-                Err(e) => {
-                    let e = from_netlink(op)(e);
-                    return routes.iter().map(|_| Err(e.clone())).collect();
-                }
-            }
-        }
-        let (free, taken): (Vec<usize>, Vec<usize>) =
-            (0..routes.len()).partition(|i| !held.contains(&routes[*i].dst));
-        let mut out: Vec<Result<(), NodeNetError>> = routes.iter().map(|_| Ok(())).collect();
-        for i in taken {
-            out[i] = Err(exists(op, &routes[i]));
         }
         let specs: Vec<RouteSpec> = free.iter().map(|i| spec(&routes[*i])).collect();
         let added = self.routes.add_routes_excl(&specs, ROUTE_PROTO);
