@@ -53,7 +53,7 @@ impl Netlink {
         msgs: Vec<RouteNetlinkMessage>,
         flags: u16,
     ) -> Vec<Result<Vec<RouteNetlinkMessage>, NetlinkError>> {
-        debug_assert!(flags & NLM_F_DUMP == 0, "dumps are not pipelined");
+        debug_assert!(flags & NLM_F_DUMP != NLM_F_DUMP, "dumps are not pipelined");
         let mut out = Vec::with_capacity(msgs.len());
         let rt = match runtime() {
             Ok(rt) => rt,
