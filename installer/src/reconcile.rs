@@ -235,7 +235,7 @@ fn add_routes(
                 .push(format!("route {} via {}: {e}", w.dst, w.gateway)),
         }
     }
-    // The plain adds in one batch (the kernel's pipelines them).
+    // The plain adds in one batch (pipelined on the real kernel).
     let results = net.add_routes(&plain);
     for (w, r) in plain.into_iter().zip(results) {
         match r {

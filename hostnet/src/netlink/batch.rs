@@ -55,6 +55,9 @@ impl Netlink {
     ) -> Vec<Result<Vec<RouteNetlinkMessage>, NetlinkError>> {
         debug_assert!(flags & NLM_F_DUMP != NLM_F_DUMP, "dumps are not pipelined");
         let mut out = Vec::with_capacity(msgs.len());
+        if msgs.is_empty() {
+            return out;
+        }
         let rt = match runtime() {
             Ok(rt) => rt,
             Err(e) => {

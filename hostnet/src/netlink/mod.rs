@@ -5,7 +5,8 @@
 //!
 //! Shape: one tokio `current_thread` runtime per process drives all
 //! connections. A [`Netlink`] is one rtnetlink connection bound to one network
-//! namespace; its methods `block_on` a single request. The connection future
+//! namespace; its methods `block_on` a single request (or, `batch.rs`, send many
+//! at once on its socket and read their answers back). The connection future
 //! is not spawned but polled together with each request, so dropping a
 //! `Netlink` closes its socket at once (a leftover socket would keep a test
 //! namespace alive). Connections into another namespace are opened on a

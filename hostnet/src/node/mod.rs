@@ -91,7 +91,7 @@ pub trait NodeNet {
     /// same destination (whatever its metric) makes this fail with EEXIST and is left alone.
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
     /// [`NodeNet::add_route`] for each of `routes`, its result in order; one failing stops
-    /// none of the others. The kernel's pipelines them.
+    /// none of the others. [`HostNodeNet`] pipelines them.
     fn add_routes(&self, routes: &[PodRoute]) -> Vec<Result<(), NodeNetError>> {
         routes.iter().map(|r| self.add_route(r)).collect()
     }
@@ -101,7 +101,7 @@ pub trait NodeNet {
     fn del_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
     /// Whether `addr` is directly reachable: the kernel's route to it has no gateway.
     fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError>;
-    /// [`NodeNet::on_link`] for each of `addrs`, its answer in order. The kernel's
+    /// [`NodeNet::on_link`] for each of `addrs`, its answer in order. [`HostNodeNet`]
     /// pipelines the lookups.
     fn on_link_many(&self, addrs: &[IpAddr]) -> Vec<Result<bool, NodeNetError>> {
         addrs.iter().map(|a| self.on_link(*a)).collect()
