@@ -16,7 +16,7 @@ use ipnetwork::IpNetwork;
 
 use crate::api::Client;
 use crate::backoff::Backoff;
-use crate::config::Args;
+use crate::config::{Args, Mode};
 use crate::desired::{self, Desired, Local, Options};
 use crate::health::{self, Metrics};
 use crate::nodes::NodeInfo;
@@ -296,6 +296,37 @@ impl Agent<'_> {
         };
         let net = self.net;
         let cache = &mut self.on_link;
+        // desired() asks about the peers' InternalIPs (gateways, but not with --mode vxlan)
+        // and the network addresses of their pod ranges: what is not cached yet is asked in
+        // one batch.
+        if let Some(n) = net {
+            let me = &self.installer.node;
+            let gateways = self.options.mode != Mode::Vxlan;
+            let mut ask: Vec<IpAddr> = nodes
+                .iter()
+                .filter(|node| node.name != *me)
+                .flat_map(|node| {
+                    let ranges = node.ranges.as_deref().unwrap_or_default();
+                    let ips = match &node.ips {
+                        Ok(ips) if gateways => ips.as_slice(),
+                        _ => &[],
+                    };
+                    ranges
+                        .iter()
+                        .map(|r| r.network())
+                        .chain(ips.iter().copied())
+                })
+                .filter(|ip| !cache.contains_key(ip))
+                .collect();
+            ask.sort_unstable();
+            ask.dedup();
+            for (ip, r) in ask.iter().zip(n.on_link_many(&ask)) {
+                // A failed one is asked again on its own below, which logs it.
+                if let Ok(v) = r {
+                    cache.insert(*ip, v);
+                }
+            }
+        }
         let mut on_link = |ip: IpAddr| {
             *cache
                 .entry(ip)

@@ -218,23 +218,27 @@ fn add_routes(
     out: &mut Outcome,
 ) {
     let new: Vec<PodRoute> = wanted.difference(current).cloned().collect();
-    for w in new {
-        if let Some(old) = replaces.get(&w.dst) {
-            match net.replace_route(&w) {
-                Ok(()) => {
-                    out.replaced += 1;
-                    out.changes
-                        .push(format!("route replace {} via {}", w.dst, w.gateway));
-                    current.remove(old);
-                    current.insert(w);
-                }
-                Err(e) => out
-                    .errors
-                    .push(format!("route {} via {}: {e}", w.dst, w.gateway)),
+    let (changed, plain): (Vec<PodRoute>, Vec<PodRoute>) =
+        new.into_iter().partition(|w| replaces.contains_key(&w.dst));
+    for w in changed {
+        let old = &replaces[&w.dst];
+        match net.replace_route(&w) {
+            Ok(()) => {
+                out.replaced += 1;
+                out.changes
+                    .push(format!("route replace {} via {}", w.dst, w.gateway));
+                current.remove(old);
+                current.insert(w);
             }
-            continue;
+            Err(e) => out
+                .errors
+                .push(format!("route {} via {}: {e}", w.dst, w.gateway)),
         }
-        match net.add_route(&w) {
+    }
+    // The plain adds in one batch (pipelined on the real kernel).
+    let results = net.add_routes(&plain);
+    for (w, r) in plain.into_iter().zip(results) {
+        match r {
             Ok(()) => {
                 out.added += 1;
                 out.changes

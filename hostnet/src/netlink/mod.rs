@@ -5,13 +5,15 @@
 //!
 //! Shape: one tokio `current_thread` runtime per process drives all
 //! connections. A [`Netlink`] is one rtnetlink connection bound to one network
-//! namespace; its methods `block_on` a single request. The connection future
+//! namespace; its methods `block_on` a single request (or, `batch.rs`, send many
+//! at once on its socket and read their answers back). The connection future
 //! is not spawned but polled together with each request, so dropping a
 //! `Netlink` closes its socket at once (a leftover socket would keep a test
 //! namespace alive). Connections into another namespace are opened on a
 //! short-lived helper thread; the calling thread never changes namespace.
 
 mod addr;
+mod batch;
 mod error;
 mod link;
 mod nsid;
@@ -25,6 +27,7 @@ mod tests;
 mod vlan_tests;
 
 use std::pin::Pin;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Mutex, OnceLock};
 
 use futures_util::StreamExt;
@@ -66,6 +69,8 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, NetlinkError> {
 pub struct Netlink {
     handle: rtnetlink::Handle,
     conn: Mutex<Pin<Box<Connection>>>,
+    /// Sequence numbers of pipelined requests (`batch.rs`), far from the connection's own.
+    seq: AtomicU32,
 }
 
 impl std::fmt::Debug for Netlink {
@@ -87,6 +92,7 @@ impl Netlink {
         Ok(Netlink {
             handle,
             conn: Mutex::new(Box::pin(conn)),
+            seq: AtomicU32::new(0x8000_0000),
         })
     }
 

@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnetwork::IpNetwork;
-use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
+use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope,
     RouteType,
@@ -257,26 +257,51 @@ impl Netlink {
     /// (ENETUNREACH when none). With `fib_match`, the table entry that matched
     /// (`ip route get fibmatch`: its own destination prefix) rather than the resolved path.
     pub fn route_to(&self, addr: IpAddr, fib_match: bool) -> Result<Route, NetlinkError> {
-        let mut msg = RouteMessage::default();
-        msg.header.address_family = match addr {
-            IpAddr::V4(_) => AddressFamily::Inet,
-            IpAddr::V6(_) => AddressFamily::Inet6,
-        };
-        msg.header.destination_prefix_length = if addr.is_ipv4() { 32 } else { 128 };
-        if fib_match {
-            msg.header.flags = RouteFlags::FibMatch;
-        }
-        msg.attributes
-            .push(RouteAttribute::Destination(addr.into()));
         let op = || format!("get route to {addr}");
-        let answers = self.request(&op, RouteNetlinkMessage::GetRoute(msg), 0)?;
-        answers
+        let answers = self.request(&op, route_get(addr, fib_match), 0)?;
+        route_of(answers, &op)
+    }
+
+    /// [`Self::route_to`] for each of `addrs`, pipelined; the answers in order. A lookup
+    /// whose answer was lost (a receive-buffer overrun) is asked again on its own.
+    pub fn routes_to(&self, addrs: &[IpAddr], fib_match: bool) -> Vec<Result<Route, NetlinkError>> {
+        let op = |i: usize| format!("get route to {}", addrs[i]);
+        let msgs = addrs.iter().map(|a| route_get(*a, fib_match)).collect();
+        self.request_many(&op, msgs, 0)
             .into_iter()
-            .find_map(|m| match m {
-                RouteNetlinkMessage::NewRoute(r) => Route::from_message(&r),
-                _ => None,
+            .enumerate()
+            .map(|(i, r)| match r {
+                Err(e) if e.errno() == Some(nix::libc::ENOBUFS) => {
+                    self.route_to(addrs[i], fib_match)
+                }
+                r => r.and_then(|answers| route_of(answers, &|| op(i))),
             })
-            .ok_or_else(|| NetlinkError::unexpected(op(), "no route in the answer"))
+            .collect()
+    }
+
+    /// [`Self::add_route_excl`] for each of `specs`, pipelined; the results in order.
+    /// ENOBUFS: the answer was lost (a receive-buffer overrun), the route may be in place.
+    pub fn add_routes_excl(
+        &self,
+        specs: &[RouteSpec],
+        protocol: u8,
+    ) -> Vec<Result<(), NetlinkError>> {
+        let op = |i: usize| match specs[i].gateway {
+            Some(gw) => format!("add route {} via {gw}", specs[i].dst),
+            None => format!("add route {}", specs[i].dst),
+        };
+        let msgs = specs
+            .iter()
+            .map(|spec| {
+                let mut msg = route_message(spec);
+                msg.header.protocol = RouteProtocol::from(protocol);
+                RouteNetlinkMessage::NewRoute(msg)
+            })
+            .collect();
+        self.request_many(&op, msgs, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+            .into_iter()
+            .map(|r| r.map(drop))
+            .collect()
     }
 
     /// Deletes the route matching `spec` (ESRCH, [`NetlinkError::is_not_found`], if none).
@@ -287,4 +312,34 @@ impl Netlink {
             0,
         )
     }
+}
+
+/// The `RTM_GETROUTE` of [`Netlink::route_to`].
+fn route_get(addr: IpAddr, fib_match: bool) -> RouteNetlinkMessage {
+    let mut msg = RouteMessage::default();
+    msg.header.address_family = match addr {
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    msg.header.destination_prefix_length = if addr.is_ipv4() { 32 } else { 128 };
+    if fib_match {
+        msg.header.flags = RouteFlags::FibMatch;
+    }
+    msg.attributes
+        .push(RouteAttribute::Destination(addr.into()));
+    RouteNetlinkMessage::GetRoute(msg)
+}
+
+/// The route in an answer to [`route_get`].
+fn route_of(
+    answers: Vec<RouteNetlinkMessage>,
+    op: &dyn Fn() -> String,
+) -> Result<Route, NetlinkError> {
+    answers
+        .into_iter()
+        .find_map(|m| match m {
+            RouteNetlinkMessage::NewRoute(r) => Route::from_message(&r),
+            _ => None,
+        })
+        .ok_or_else(|| NetlinkError::unexpected(op(), "no route in the answer"))
 }

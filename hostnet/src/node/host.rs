@@ -2,6 +2,7 @@
 //! netlink for the firewall table (no `nft` binary: the agent's image is `FROM scratch`),
 //! `/proc/sys` for forwarding.
 
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 
@@ -11,7 +12,7 @@ use super::firewall;
 use super::forwarding;
 use super::overlay_host;
 use super::{NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, ROUTE_PROTO, VxlanSpec};
-use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, RouteSpec};
+use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, Route, RouteSpec};
 use crate::nftnl::{NfSocket, NftError};
 
 /// The kernel of the namespace this was opened in.
@@ -40,6 +41,55 @@ fn from_netlink(op: &str) -> impl FnOnce(NetlinkError) -> NodeNetError + '_ {
 
 fn from_nft(op: &str) -> impl FnOnce(NftError) -> NodeNetError + '_ {
     move |e| node_error(op, &e, e.errno())
+}
+
+/// A route of someone else holds `route`'s destination.
+fn exists(op: &str, route: &PodRoute) -> NodeNetError {
+    node_error(
+        op,
+        format!("a route to {} exists already", route.dst),
+        Some(super::libc_errno::EEXIST),
+    )
+}
+
+/// Whether `route` may be added, from the kernel's fib-match lookup of its destination's
+/// first address: NLM_F_EXCL only sees a route of the same metric, so any route to this
+/// very destination (the most specific entry for that address) is someone's.
+fn free_for(
+    op: &str,
+    route: &PodRoute,
+    held: Result<Route, NetlinkError>,
+) -> Result<(), NodeNetError> {
+    match held {
+        Ok(held) if held.dst == route.dst && held.table == MAIN_TABLE => Err(exists(op, route)),
+        Ok(_) => Ok(()),
+        // Nothing routes there yet.
+        Err(e)
+            if matches!(
+                e.errno(),
+                Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(from_netlink(op)(e)),
+    }
+}
+
+/// [`NodeNet::on_link`]'s answer from the kernel's route to the address.
+fn on_link_of(route: Result<Route, NetlinkError>) -> Result<bool, NodeNetError> {
+    match route {
+        Ok(route) => Ok(route.gateway.is_none() && route.multipath_gateways.is_empty()),
+        Err(e)
+            if matches!(
+                e.errno(),
+                Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(from_netlink("route get")(e)),
+    }
 }
 
 fn spec(route: &PodRoute) -> RouteSpec {
@@ -174,28 +224,50 @@ impl NodeNet for HostNodeNet {
 
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
         let op = "add route";
-        // NLM_F_EXCL only sees a route of the same metric: any route to this very
-        // destination (the most specific entry for its first address) is someone's.
-        match self.routes.route_to(route.dst.network(), true) {
-            Ok(held) if held.dst == route.dst && held.table == MAIN_TABLE => {
-                return Err(node_error(
-                    op,
-                    format!("a route to {} exists already", route.dst),
-                    Some(super::libc_errno::EEXIST),
-                ));
-            }
-            Ok(_) => {}
-            // Nothing routes there yet.
-            Err(e)
-                if matches!(
-                    e.errno(),
-                    Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
-                ) => {}
-            Err(e) => return Err(from_netlink(op)(e)),
-        }
+        free_for(op, route, self.routes.route_to(route.dst.network(), true))?;
         self.routes
             .add_route_excl(&spec(route), ROUTE_PROTO)
             .map_err(from_netlink(op))
+    }
+
+    /// [`NodeNet::add_route`]'s check and add for each route, each pipelined: first every
+    /// lookup, then every add. (Two routes of the batch to one destination are both
+    /// checked before either is added; the kernel's `NLM_F_EXCL` refuses the second.)
+    fn add_routes(&self, routes: &[PodRoute]) -> Vec<Result<(), NodeNetError>> {
+        let op = "add route";
+        let firsts: Vec<IpAddr> = routes.iter().map(|r| r.dst.network()).collect();
+        let held = self.routes.routes_to(&firsts, true);
+        let mut out: Vec<Result<(), NodeNetError>> = Vec::with_capacity(routes.len());
+        let mut free = Vec::new();
+        for (i, (route, held)) in routes.iter().zip(held).enumerate() {
+            out.push(free_for(op, route, held));
+            if out[i].is_ok() {
+                free.push(i);
+            }
+        }
+        let specs: Vec<RouteSpec> = free.iter().map(|i| spec(&routes[*i])).collect();
+        let added = self.routes.add_routes_excl(&specs, ROUTE_PROTO);
+        let mut lost = Vec::new();
+        for (i, r) in free.into_iter().zip(added) {
+            match r {
+                Err(e) if e.errno() == Some(nix::libc::ENOBUFS) => lost.push(i),
+                r => out[i] = r.map_err(from_netlink(op)),
+            }
+        }
+        if !lost.is_empty() {
+            // Answers lost to an overrun: the routes found ours now were added, the others
+            // are added one by one.
+            let ours: HashSet<PodRoute> =
+                self.our_routes().unwrap_or_default().into_iter().collect();
+            for i in lost {
+                out[i] = if ours.contains(&routes[i]) {
+                    Ok(())
+                } else {
+                    self.add_route(&routes[i])
+                };
+            }
+        }
+        out
     }
 
     fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
@@ -211,18 +283,12 @@ impl NodeNet for HostNodeNet {
     }
 
     fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError> {
-        match self.routes.route_to(addr, false) {
-            Ok(route) => Ok(route.gateway.is_none() && route.multipath_gateways.is_empty()),
-            Err(e)
-                if matches!(
-                    e.errno(),
-                    Some(nix::libc::ENETUNREACH | nix::libc::EHOSTUNREACH)
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(from_netlink("route get")(e)),
-        }
+        on_link_of(self.routes.route_to(addr, false))
+    }
+
+    fn on_link_many(&self, addrs: &[IpAddr]) -> Vec<Result<bool, NodeNetError>> {
+        let routes = self.routes.routes_to(addrs, false);
+        routes.into_iter().map(on_link_of).collect()
     }
 
     fn local_addrs(&self) -> Result<Vec<IpAddr>, NodeNetError> {

@@ -53,7 +53,7 @@ pub struct NodePolicy {
 
 /// A kernel operation of the agent that failed. `errno` decides behaviour (EEXIST: a route
 /// of someone else holds that destination).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{op}: {reason}")]
 pub struct NodeNetError {
     pub op: String,
@@ -90,12 +90,22 @@ pub trait NodeNet {
     /// Adds a route that must not exist yet (`NLM_F_EXCL`): a route of someone else to the
     /// same destination (whatever its metric) makes this fail with EEXIST and is left alone.
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
+    /// [`NodeNet::add_route`] for each of `routes`, its result in order; one failing stops
+    /// none of the others. [`HostNodeNet`] pipelines them.
+    fn add_routes(&self, routes: &[PodRoute]) -> Vec<Result<(), NodeNetError>> {
+        routes.iter().map(|r| self.add_route(r)).collect()
+    }
     /// Replaces our route to `route.dst` (a changed gateway) in one message.
     fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
     /// Deletes our route (matched by destination, gateway and protocol).
     fn del_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
     /// Whether `addr` is directly reachable: the kernel's route to it has no gateway.
     fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError>;
+    /// [`NodeNet::on_link`] for each of `addrs`, its answer in order. [`HostNodeNet`]
+    /// pipelines the lookups.
+    fn on_link_many(&self, addrs: &[IpAddr]) -> Vec<Result<bool, NodeNetError>> {
+        addrs.iter().map(|a| self.on_link(*a)).collect()
+    }
     /// Every address on this node's interfaces (a peer claiming one is refused).
     fn local_addrs(&self) -> Result<Vec<IpAddr>, NodeNetError>;
     /// Makes our firewall table exactly `policy`, in one transaction: table `inet cni-rs`

@@ -702,3 +702,140 @@ fn a_legacy_iptables_filter_table_is_detected() {
     node.sh("iptables-legacy", &["-P", "FORWARD", "DROP"]);
     assert_eq!(k.legacy_iptables_filters(), vec!["ip_tables_names"]);
 }
+
+/// `n` distinct /24s of 10.128.0.0/9 and /64s of fd80::/16, alternating families.
+fn many_routes(n: u32) -> Vec<PodRoute> {
+    (0..n)
+        .map(|i| match i % 2 {
+            0 => route(
+                &format!("10.{}.{}.0/24", 128 + i / 512, (i / 2) % 256),
+                "192.168.50.2",
+            ),
+            _ => route(&format!("fd80:{i:x}::/64"), "fd50::2"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_batch_of_routes_adds_each_but_those_in_the_way_in_order() {
+    if !privileged("a_batch_of_routes_adds_each_but_those_in_the_way_in_order") {
+        return;
+    }
+    let (node, peer) = (Ns::new(), Ns::new());
+    node.link(
+        "lan0",
+        &["192.168.50.1/24", "fd50::1/64"],
+        &peer,
+        "lan0",
+        &["192.168.50.2/24", "fd50::2/64"],
+    );
+    // Someone else's, one at another metric than ours would get.
+    node.sh(
+        "ip",
+        &[
+            "route",
+            "add",
+            "10.2.0.0/24",
+            "via",
+            "192.168.50.3",
+            "metric",
+            "100",
+        ],
+    );
+    node.sh("ip", &["-6", "route", "add", "fd02::/64", "via", "fd50::3"]);
+    let k = node.node();
+
+    // More than one datagram's worth (256), the foreign and an unreachable gateway amid.
+    let mut batch = many_routes(600);
+    batch.insert(100, route("10.2.0.0/24", "192.168.50.2"));
+    batch.insert(300, route("fd02::/64", "fd50::2"));
+    batch.insert(500, route("10.3.0.0/24", "10.99.0.1"));
+    let results = k.add_routes(&batch);
+    assert_eq!(results.len(), batch.len());
+    for (i, (r, res)) in batch.iter().zip(&results).enumerate() {
+        match i {
+            100 | 300 => assert!(res.as_ref().is_err_and(|e| e.is_exists()), "{r:?}: {res:?}"),
+            500 => assert_eq!(
+                res.as_ref().map_err(|e| e.errno),
+                Err(Some(nix::libc::ENETUNREACH)),
+                "{r:?}"
+            ),
+            _ => assert!(res.is_ok(), "{r:?}: {res:?}"),
+        }
+    }
+    let mut ours = k.our_routes().unwrap();
+    ours.sort();
+    let mut want = many_routes(600);
+    want.sort();
+    assert_eq!(ours, want);
+    // Theirs stay theirs.
+    let v4 = routes_of(&node.nl, IpFamily::V4);
+    assert!(
+        v4.contains(&(net("10.2.0.0/24"), Some(ip("192.168.50.3")), 3)),
+        "{v4:?}"
+    );
+    let v6 = routes_of(&node.nl, IpFamily::V6);
+    assert!(
+        v6.iter()
+            .any(|r| r.0 == net("fd02::/64") && r.1 == Some(ip("fd50::3")) && r.2 != ROUTE_PROTO),
+        "{v6:?}"
+    );
+
+    // Again: each is there now, as add_route says one by one.
+    let again = k.add_routes(&want);
+    assert!(
+        again
+            .iter()
+            .all(|r| r.as_ref().is_err_and(|e| e.is_exists()))
+    );
+    assert!(k.add_route(&want[7]).unwrap_err().is_exists());
+    assert!(k.add_routes(&[]).is_empty());
+}
+
+#[test]
+fn on_link_many_answers_as_on_link_does() {
+    if !privileged("on_link_many_answers_as_on_link_does") {
+        return;
+    }
+    let (node, peer) = (Ns::new(), Ns::new());
+    node.link(
+        "lan0",
+        &["192.168.50.1/24", "fd50::1/64"],
+        &peer,
+        "lan0",
+        &["192.168.50.2/24"],
+    );
+    node.default_via("192.168.50.254");
+    node.default_via("fd50::fe");
+    node.sh("ip", &["route", "add", "unreachable", "10.66.0.0/16"]);
+    node.sh(
+        "ip",
+        &["-6", "route", "add", "unreachable", "2001:db8:66::/48"],
+    );
+    node.sh("ip", &["route", "add", "prohibit", "10.67.0.0/16"]);
+    let k = node.node();
+    let mix = [
+        ("192.168.50.2", Some(true)),
+        ("fd50::2", Some(true)),
+        ("10.9.9.9", Some(false)),
+        ("2001:db8::1", Some(false)),
+        ("10.66.1.1", Some(false)),
+        ("2001:db8:66::1", Some(false)),
+        // An error of its own (EACCES), amid the others.
+        ("10.67.1.1", None),
+    ];
+    // Over one datagram's worth (256).
+    let addrs: Vec<IpAddr> = mix.iter().cycle().take(7 * 50).map(|m| ip(m.0)).collect();
+    let many = k.on_link_many(&addrs);
+    assert_eq!(many.len(), addrs.len());
+    for (i, (a, got)) in addrs.iter().zip(&many).enumerate() {
+        let one = k.on_link(*a);
+        assert_eq!(got.as_ref().ok(), one.as_ref().ok(), "{a}");
+        assert_eq!(
+            got.as_ref().err().map(|e| e.errno),
+            one.as_ref().err().map(|e| e.errno),
+            "{a}"
+        );
+        assert_eq!(got.as_ref().ok().copied(), mix[i % 7].1, "{a}: {got:?}");
+    }
+}
