@@ -297,9 +297,9 @@ impl Agent<'_> {
         let net = self.net;
         let cache = &mut self.on_link;
         // desired() asks about the peers' InternalIPs (gateways, but not with --mode vxlan)
-        // and the network addresses of their pod ranges: what is not cached yet is asked in
-        // one batch.
-        if let Some(n) = net {
+        // and the network addresses of their pod ranges: on a cold cache (the first pass,
+        // a re-check) all of them in one batch; an event's new Node asks on its own.
+        if let Some(n) = net.filter(|_| cache.is_empty()) {
             let me = &self.installer.node;
             let gateways = self.options.mode != Mode::Vxlan;
             let mut ask: Vec<IpAddr> = nodes
@@ -316,7 +316,6 @@ impl Agent<'_> {
                         .map(|r| r.network())
                         .chain(ips.iter().copied())
                 })
-                .filter(|ip| !cache.contains_key(ip))
                 .collect();
             ask.sort_unstable();
             ask.dedup();
