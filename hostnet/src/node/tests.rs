@@ -153,11 +153,9 @@ fn routes_of(nl: &Netlink, family: IpFamily) -> Vec<(IpNetwork, Option<IpAddr>, 
         .collect()
 }
 
-#[test]
-fn routes_are_added_replaced_deleted_and_others_untouched() {
-    if !privileged("routes_are_added_replaced_deleted_and_others_untouched") {
-        return;
-    }
+/// A "node" on a lan (192.168.50.1/24, fd50::1/64; its peer .2 / ::2) holding someone
+/// else's routes to 10.2.0.0/24 (at another metric than ours would get) and fd02::/64.
+fn node_on_a_lan_with_foreign_routes() -> (Ns, Ns) {
     let (node, peer) = (Ns::new(), Ns::new());
     node.link(
         "lan0",
@@ -166,7 +164,6 @@ fn routes_are_added_replaced_deleted_and_others_untouched() {
         "lan0",
         &["192.168.50.2/24", "fd50::2/64"],
     );
-    // Someone else's routes: one at another metric than ours would get.
     node.sh(
         "ip",
         &[
@@ -180,6 +177,15 @@ fn routes_are_added_replaced_deleted_and_others_untouched() {
         ],
     );
     node.sh("ip", &["-6", "route", "add", "fd02::/64", "via", "fd50::3"]);
+    (node, peer)
+}
+
+#[test]
+fn routes_are_added_replaced_deleted_and_others_untouched() {
+    if !privileged("routes_are_added_replaced_deleted_and_others_untouched") {
+        return;
+    }
+    let (node, _peer) = node_on_a_lan_with_foreign_routes();
     let k = node.node();
 
     for r in [
@@ -721,28 +727,7 @@ fn a_batch_of_routes_adds_each_but_those_in_the_way_in_order() {
     if !privileged("a_batch_of_routes_adds_each_but_those_in_the_way_in_order") {
         return;
     }
-    let (node, peer) = (Ns::new(), Ns::new());
-    node.link(
-        "lan0",
-        &["192.168.50.1/24", "fd50::1/64"],
-        &peer,
-        "lan0",
-        &["192.168.50.2/24", "fd50::2/64"],
-    );
-    // Someone else's, one at another metric than ours would get.
-    node.sh(
-        "ip",
-        &[
-            "route",
-            "add",
-            "10.2.0.0/24",
-            "via",
-            "192.168.50.3",
-            "metric",
-            "100",
-        ],
-    );
-    node.sh("ip", &["-6", "route", "add", "fd02::/64", "via", "fd50::3"]);
+    let (node, _peer) = node_on_a_lan_with_foreign_routes();
     let k = node.node();
 
     // More than one datagram's worth (256), the foreign and an unreachable gateway amid.
