@@ -266,7 +266,7 @@ impl Agent<'_> {
             }
             self.metrics.conflist.store(put.is_ok(), Ordering::Relaxed);
         }
-        ok &= self.kernel(&desired, vxlan);
+        ok &= self.kernel(desired, vxlan);
         self.warned = std::mem::take(&mut self.warning);
         let took = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.metrics
@@ -377,7 +377,7 @@ impl Agent<'_> {
     }
 
     /// Routes, rules and forwarding; true when all are in place.
-    fn kernel(&mut self, desired: &Desired, vxlan: Option<VxlanSpec>) -> bool {
+    fn kernel(&mut self, desired: Desired, vxlan: Option<VxlanSpec>) -> bool {
         let Some(net) = self.net else {
             // Nothing of ours to put in the kernel with --files-only.
             let ok = self.files_only;
@@ -385,9 +385,10 @@ impl Agent<'_> {
             self.metrics.firewall_ok.store(ok, Ordering::Relaxed);
             return ok;
         };
+        let peers_wanted = desired.overlay.len();
         let overlay = Overlay {
             spec: vxlan,
-            peers: desired.overlay.clone(),
+            peers: desired.overlay,
         };
         let out = reconcile::reconcile(
             net,
@@ -415,7 +416,7 @@ impl Agent<'_> {
         m.overlay_peers
             .store(out.overlay_peers as u64, Ordering::Relaxed);
         m.overlay_peers_wanted
-            .store(desired.overlay.len() as u64, Ordering::Relaxed);
+            .store(peers_wanted as u64, Ordering::Relaxed);
         m.routes_ok.store(out.routes_ok(), Ordering::Relaxed);
         m.firewall_ok.store(out.firewall_ok, Ordering::Relaxed);
         out.errors.is_empty()
