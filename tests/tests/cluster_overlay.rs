@@ -130,22 +130,6 @@ fn ping_df(pod: &Pod, dst: IpAddr, size: u32) -> bool {
         .success()
 }
 
-/// Each family's datagram from `from` reaches `to` with `from`'s own pod address.
-fn no_nat(from: &Pod, to: &Pod) {
-    for (dst, src) in [
-        (IpAddr::from(to.ip4), IpAddr::from(from.ip4)),
-        (IpAddr::from(to.ip6), IpAddr::from(from.ip6)),
-    ] {
-        assert_eq!(
-            source_seen(&from.ns, &to.ns, dst),
-            src,
-            "{} -> {}: the receiver must see the sender's pod address",
-            from.id,
-            to.id
-        );
-    }
-}
-
 #[test]
 fn overlay_to_peers_behind_a_router_follows_the_node_list_and_leaves_with_uninstall() {
     if !testkit::privileged(

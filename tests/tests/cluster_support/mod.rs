@@ -385,6 +385,22 @@ pub fn tcp_source(
     None
 }
 
+/// Each family's datagram from `from` reaches `to` with `from`'s own pod address.
+pub fn no_nat(from: &Pod, to: &Pod) {
+    for (dst, src) in [
+        (IpAddr::from(to.ip4), IpAddr::from(from.ip4)),
+        (IpAddr::from(to.ip6), IpAddr::from(from.ip6)),
+    ] {
+        assert_eq!(
+            source_seen(&from.ns, &to.ns, dst),
+            src,
+            "{} -> {}: the receiver must see the sender's pod address",
+            from.id,
+            to.id
+        );
+    }
+}
+
 /// `udp_source` that must arrive.
 pub fn source_seen(from: &NamedNetns, to: &NamedNetns, dst: IpAddr) -> IpAddr {
     udp_source(from, to, dst).unwrap_or_else(|| {
