@@ -134,11 +134,16 @@ impl Ns {
     }
 }
 
-/// The source address of the next datagram `sock` receives.
+/// The source address of the next datagram `sock` receives. A wait under a receive
+/// timeout ends with EINTR when the process is stopped and continued (signal(7)): wait on.
 pub(super) fn source_of(sock: &UdpSocket) -> IpAddr {
     let mut buf = [0u8; 16];
-    let (_, from) = sock.recv_from(&mut buf).expect("datagram arrives");
-    from.ip()
+    loop {
+        match sock.recv_from(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            got => return got.expect("datagram arrives").1.ip(),
+        }
+    }
 }
 
 /// Every route of `family` as (destination, gateway, protocol).
