@@ -165,13 +165,7 @@ fn main() {
             Some(nl) => nl
                 .route_to(dst.network(), true)
                 .is_ok_and(|r| r.dst == dst && r.gateway.is_some()),
-            None => fake.with(|s| {
-                let first = PodRoute {
-                    dst,
-                    gateway: std::net::Ipv4Addr::UNSPECIFIED.into(),
-                };
-                s.ours.range(first..).next().is_some_and(|r| r.dst == dst)
-            }),
+            None => fake.with(|s| PodRoute::first_to(&s.ours, &dst).is_some()),
         }
     };
     let net: &(dyn NodeNet + Sync) = match &host {

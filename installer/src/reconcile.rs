@@ -14,7 +14,6 @@
 //! per destination: the second would fail with EEXIST).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr};
 
 use hostnet::node::{NodeNet, NodePolicy, OverlayPeer, PodRoute, VxlanSpec};
 use ipnetwork::IpNetwork;
@@ -111,12 +110,12 @@ pub fn reconcile(
     };
     let failed = out.errors.len();
     let mut current = current.map(|mut c| {
-        let replaces = del_routes(net, &mut c, routes, &mut out);
-        (c, replaces)
+        let plan = del_routes(net, &mut c, routes, &mut out);
+        (c, plan)
     });
     let mut peers = del_peers(net, overlay, applied.overlay.take(), &mut out);
-    if let Some((current, replaces)) = &mut current {
-        add_routes(net, current, routes, replaces, &mut out);
+    if let Some((current, (new, replaces))) = &mut current {
+        add_routes(net, current, std::mem::take(new), replaces, &mut out);
         out.routes = current.len();
     }
     if let Some((_, have)) = &mut peers {
@@ -170,23 +169,21 @@ pub fn reconcile(
 }
 
 /// Deletes our routes that are not wanted, except those a wanted route to the same
-/// destination replaces (a changed gateway: one message, in `add_routes`), which it
-/// returns by destination (the first of ours there: routes order by destination, then
-/// gateway).
+/// destination replaces (a changed gateway: one message, in `add_routes`). Returns the
+/// plan for `add_routes`: the wanted routes not ours yet, and the route of ours each
+/// replaces, by destination (the first of ours there).
 fn del_routes(
     net: &dyn NodeNet,
     current: &mut BTreeSet<PodRoute>,
     wanted: &BTreeSet<PodRoute>,
     out: &mut Outcome,
-) -> BTreeMap<IpNetwork, PodRoute> {
+) -> (Vec<PodRoute>, BTreeMap<IpNetwork, PodRoute>) {
     let gone: BTreeSet<PodRoute> = current.difference(wanted).cloned().collect();
+    // The wanted routes not ours yet (deleting unwanted ones cannot change them).
+    let new: Vec<PodRoute> = wanted.difference(current).cloned().collect();
     let mut replaces: BTreeMap<IpNetwork, PodRoute> = BTreeMap::new();
-    for w in wanted.difference(current) {
-        let first = PodRoute {
-            dst: w.dst,
-            gateway: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        };
-        if let Some(old) = gone.range(first..).next().filter(|g| g.dst == w.dst) {
+    for w in &new {
+        if let Some(old) = PodRoute::first_to(&gone, &w.dst) {
             replaces.insert(w.dst, old.clone());
         }
     }
@@ -206,18 +203,17 @@ fn del_routes(
                 .push(format!("route {} via {}: {e}", r.dst, r.gateway)),
         }
     }
-    replaces
+    (new, replaces)
 }
 
-/// Adds the wanted routes that are not ours yet, or replaces ours to their destination.
+/// Adds `new` (wanted routes not ours yet), or replaces ours to their destination.
 fn add_routes(
     net: &dyn NodeNet,
     current: &mut BTreeSet<PodRoute>,
-    wanted: &BTreeSet<PodRoute>,
+    new: Vec<PodRoute>,
     replaces: &BTreeMap<IpNetwork, PodRoute>,
     out: &mut Outcome,
 ) {
-    let new: Vec<PodRoute> = wanted.difference(current).cloned().collect();
     let (changed, plain): (Vec<PodRoute>, Vec<PodRoute>) =
         new.into_iter().partition(|w| replaces.contains_key(&w.dst));
     for w in changed {

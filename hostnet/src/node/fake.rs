@@ -67,14 +67,7 @@ impl FakeNodeNet {
 impl FakeState {
     /// Whether one of our routes goes to `dst` (routes order by destination first).
     fn ours_to(&self, dst: &IpNetwork) -> bool {
-        let first = PodRoute {
-            dst: *dst,
-            gateway: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-        };
-        self.ours
-            .range(first..)
-            .next()
-            .is_some_and(|r| r.dst == *dst)
+        PodRoute::first_to(&self.ours, dst).is_some()
     }
 
     /// Whether an overlay peer other than `except` has a route to `dst`.

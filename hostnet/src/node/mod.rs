@@ -3,7 +3,8 @@
 //! traffic). The agent's reconcile is written against [`NodeNet`]; [`fake::FakeNodeNet`]
 //! (feature `fake`) keeps the same state in memory so its decisions are tested without root.
 
-use std::net::IpAddr;
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
 
 use ipnetwork::IpNetwork;
 
@@ -31,6 +32,18 @@ pub const ROUTE_PROTO: u8 = 0xcb;
 pub struct PodRoute {
     pub dst: IpNetwork,
     pub gateway: IpAddr,
+}
+
+impl PodRoute {
+    /// The first of `routes` to `dst` (routes order by destination, then gateway), found
+    /// without walking the others.
+    pub fn first_to<'a>(routes: &'a BTreeSet<PodRoute>, dst: &IpNetwork) -> Option<&'a PodRoute> {
+        let lowest = PodRoute {
+            dst: *dst,
+            gateway: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        };
+        routes.range(lowest..).next().filter(|r| r.dst == *dst)
+    }
 }
 
 /// One family's node-level firewall policy.
