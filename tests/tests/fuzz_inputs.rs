@@ -8,14 +8,37 @@ use cni_tests::fuzz::TARGETS;
 
 const FUZZ: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz");
 
+/// The inputs under `fuzz/<kind>/<target>/`. `fuzz/<kind>/` itself must exist (it is
+/// tracked): a checkout without it would replay nothing and pass. A target without a
+/// folder has no inputs of that kind yet.
 fn inputs(kind: &str, target: &str) -> Vec<std::path::PathBuf> {
-    let dir = Path::new(FUZZ).join(kind).join(target);
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let top = Path::new(FUZZ).join(kind);
+    assert!(top.is_dir(), "{} is missing", top.display());
+    let Ok(entries) = std::fs::read_dir(top.join(target)) else {
         return vec![];
     };
-    let mut files: Vec<_> = entries.map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
     files.sort();
     files
+}
+
+#[test]
+fn every_regressions_folder_names_a_target() {
+    let top = Path::new(FUZZ).join("regressions");
+    for entry in std::fs::read_dir(&top).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                TARGETS.iter().any(|(t, _)| *t == name),
+                "{} names no fuzz target: its inputs would never run",
+                path.display()
+            );
+        }
+    }
 }
 
 #[test]
