@@ -247,6 +247,7 @@ fn once_with_read_only(node: &Node, ro_dir: &str) -> std::process::Output {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn read_only_bin_dir_is_a_clear_error_and_no_conflist() {
     if !testkit::privileged("read_only_bin_dir_is_a_clear_error_and_no_conflist") {
         return;
@@ -267,6 +268,7 @@ fn read_only_bin_dir_is_a_clear_error_and_no_conflist() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn read_only_conf_dir_is_a_clear_error() {
     if !testkit::privileged("read_only_conf_dir_is_a_clear_error") {
         return;

@@ -2,28 +2,50 @@
 //! in a plugin): gating for privileged tests (they need root for namespaces, links, mounts
 //! and firewall rules) and a temporary directory.
 //!
-//! Every privileged test starts with:
+//! Every privileged test is marked ignored and starts with the gate:
 //!
 //! ```no_run
-//! # fn example() {
-//! if !testkit::privileged("bridge_add_creates_veth") {
-//!     return;
+//! #[test]
+//! #[ignore = "needs root"]
+//! fn bridge_add_creates_veth() {
+//!     if !testkit::privileged("bridge_add_creates_veth") {
+//!         return;
+//!     }
+//!     // ... the test, in its own network namespace ...
 //! }
-//! // ... the test, in its own network namespace ...
-//! # }
 //! ```
 //!
-//! Not root: the test prints `skipping <test>: needs root` and passes. Not
-//! root with `CI` set: it panics, so CI can never go green by skipping.
+//! So a run without root reports them in the test runner's own summary (`N ignored`)
+//! instead of counting them as passed; `scripts/test.sh` runs them as root with
+//! `cargo test -- --include-ignored`. Run that way without root, the gate prints
+//! `skipping <test>: needs root` and the test passes, or panics when `CI` is set, so CI can
+//! never go green by skipping. A privileged test that is not marked fails a run without
+//! root (see [`privileged`]); `CNIRS_UNPRIVILEGED=1` makes root look like any user, so a
+//! root run can check that every privileged test is marked.
 
 #![forbid(unsafe_code)]
 
-/// True when the process may run privileged tests (effective uid 0).
+/// True when the process may run privileged tests (effective uid 0, and
+/// `CNIRS_UNPRIVILEGED` unset).
 ///
 /// # Panics
-/// When not root and the env var `CI` is set and non-empty.
+/// Not privileged: when the env var `CI` is set and non-empty; and when the test runner
+/// was not asked for ignored tests (`--ignored`, `--include-ignored`), since the test
+/// then runs only because it lacks its `#[ignore = "needs root"]` mark.
 pub fn privileged(test: &str) -> bool {
-    available(test, "root", nix::unistd::geteuid().is_root())
+    let root = nix::unistd::geteuid().is_root() && std::env::var_os("CNIRS_UNPRIVILEGED").is_none();
+    if !root && !asked_for_ignored() {
+        panic!(
+            "{test} needs root but is not marked #[ignore = \"needs root\"]: mark it, so that \
+             a run without root reports it as ignored rather than passed"
+        );
+    }
+    available(test, "root", root)
+}
+
+/// Whether the test runner runs ignored tests (only privileged tests are ignored here).
+fn asked_for_ignored() -> bool {
+    std::env::args().any(|a| a == "--ignored" || a == "--include-ignored")
 }
 
 /// The one gate every skip goes through: true when `present`; otherwise prints

@@ -195,26 +195,31 @@ fn each_version(test: &str, case: &Case) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn add_check_del_ipv4_all_versions() {
     each_version("add_check_del_ipv4_all_versions", &V4);
 }
 
 #[test]
+#[ignore = "needs root"]
 fn add_check_del_ipv6_all_versions() {
     each_version("add_check_del_ipv6_all_versions", &V6);
 }
 
 #[test]
+#[ignore = "needs root"]
 fn add_check_del_dual_stack_all_versions() {
     each_version("add_check_del_dual_stack_all_versions", &DUAL);
 }
 
 #[test]
+#[ignore = "needs root"]
 fn three_subnets_all_versions() {
     each_version("three_subnets_all_versions", &THREE);
 }
 
 #[test]
+#[ignore = "needs root"]
 fn dns_from_config_replaces_ipam_dns() {
     if !privileged("dns_from_config_replaces_ipam_dns") {
         return;
@@ -232,6 +237,7 @@ fn dns_from_config_replaces_ipam_dns() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn l2_all_versions() {
     if !privileged("l2_all_versions") {
         return;
@@ -267,6 +273,7 @@ fn l2_all_versions() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn vlan_configs_fail_cleanly_on_this_kernel() {
     if !privileged("vlan_configs_fail_cleanly_on_this_kernel") {
         return;
@@ -301,6 +308,7 @@ fn vlan_configs_fail_cleanly_on_this_kernel() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn existing_bridge_is_reused() {
     if !privileged("existing_bridge_is_reused") {
         return;
@@ -322,6 +330,7 @@ fn existing_bridge_is_reused() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn bridge_name_taken_by_another_kind() {
     if !privileged("bridge_name_taken_by_another_kind") {
         return;
@@ -349,6 +358,7 @@ fn bridge_name_taken_by_another_kind() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn deconfigures_an_unconfigured_bridge_with_del() {
     if !privileged("deconfigures_an_unconfigured_bridge_with_del") {
         return;
@@ -364,6 +374,7 @@ fn deconfigures_an_unconfigured_bridge_with_del() {
 /// The reference's ensureAddr cases, driven through ADD: a bridge that already has an
 /// address of the family (v4) or an overlapping IPv6 subnet.
 #[test]
+#[ignore = "needs root"]
 fn force_address() {
     if !privileged("force_address") {
         return;
@@ -411,6 +422,7 @@ fn force_address() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn promisc_mode() {
     if !privileged("promisc_mode") {
         return;
@@ -436,6 +448,7 @@ fn promisc_mode() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn stable_bridge_mac() {
     if !privileged("stable_bridge_mac") {
         return;
@@ -458,6 +471,7 @@ fn stable_bridge_mac() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn explicit_mac_precedence() {
     if !privileged("explicit_mac_precedence") {
         return;
@@ -494,6 +508,7 @@ fn explicit_mac_precedence() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn hairpin_and_port_isolation() {
     if !privileged("hairpin_and_port_isolation") {
         return;
@@ -537,6 +552,7 @@ fn hairpin_and_port_isolation() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn disable_container_interface() {
     if !privileged("disable_container_interface") {
         return;
@@ -567,6 +583,7 @@ fn disable_container_interface() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ipmasq_each_backend() {
     if !privileged("ipmasq_each_backend") {
         return;
@@ -620,6 +637,7 @@ fn ipmasq_each_backend() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn check_notices_missing_masquerade_rules() {
     if !privileged("check_notices_missing_masquerade_rules") {
         return;
@@ -643,6 +661,7 @@ fn check_notices_missing_masquerade_rules() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn macspoofchk_rules() {
     if !privileged("macspoofchk_rules") {
         return;
@@ -666,6 +685,7 @@ fn macspoofchk_rules() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn gc_removes_rules_of_invalid_attachments() {
     if !privileged("gc_removes_rules_of_invalid_attachments") {
         return;

@@ -59,6 +59,7 @@ fn mistakes() -> Vec<(&'static str, Break)> {
 const FIRST_BRIDGE_MISTAKE: usize = 6;
 
 #[test]
+#[ignore = "needs root"]
 fn del_with_a_config_broken_since_add_removes_everything() {
     if !privileged("del_with_a_config_broken_since_add_removes_everything") {
         return;
@@ -113,6 +114,7 @@ fn del_with_a_config_broken_since_add_removes_everything() {
 /// GC with a broken config still collects the leases and rules of attachments that are
 /// not valid any more.
 #[test]
+#[ignore = "needs root"]
 fn gc_with_a_broken_config_collects() {
     if !privileged("gc_with_a_broken_config_collects") {
         return;

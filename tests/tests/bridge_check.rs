@@ -13,6 +13,7 @@ use testkit::privileged;
 type Edit = fn(&mut Value);
 
 #[test]
+#[ignore = "needs root"]
 fn check_reports_each_prev_result_mismatch() {
     if !privileged("check_reports_each_prev_result_mismatch") {
         return;
@@ -96,6 +97,7 @@ fn check_reports_each_prev_result_mismatch() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn check_notices_missing_spoof_check_rules() {
     if !privileged("check_notices_missing_spoof_check_rules") {
         return;
@@ -116,6 +118,7 @@ fn check_notices_missing_spoof_check_rules() {
 
 /// ADD refuses a container that already has the interface name, before any IPAM call.
 #[test]
+#[ignore = "needs root"]
 fn add_refuses_an_existing_container_interface() {
     if !privileged("add_refuses_an_existing_container_interface") {
         return;
@@ -137,6 +140,7 @@ fn add_refuses_an_existing_container_interface() {
 
 /// A prevResult that does not parse is ignored: DEL still cleans up from the kernel.
 #[test]
+#[ignore = "needs root"]
 fn del_ignores_an_unreadable_prev_result() {
     if !privileged("del_ignores_an_unreadable_prev_result") {
         return;

@@ -14,6 +14,7 @@ fn bare(cidr: &str) -> &str {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn two_containers_reach_each_other_and_the_gateway() {
     if !privileged("two_containers_reach_each_other_and_the_gateway") {
         return;
@@ -40,6 +41,7 @@ fn two_containers_reach_each_other_and_the_gateway() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ipmasq_reaches_an_outside_without_route_back() {
     if !privileged("ipmasq_reaches_an_outside_without_route_back") {
         return;
@@ -95,6 +97,7 @@ fn ipmasq_reaches_an_outside_without_route_back() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fifty_concurrent_adds_create_one_bridge() {
     if !privileged("fifty_concurrent_adds_create_one_bridge") {
         return;
@@ -141,6 +144,7 @@ fn tentative_addrs(ns: &NamedNetns, dev: &str) -> Vec<String> {
 /// rewrites the shared `postrouting` chain, and none may lose another container's rule.
 /// Then ADDs and DELs race each other on the same bridge.
 #[test]
+#[ignore = "needs root"]
 fn fifty_concurrent_adds_with_nftables_keep_every_rule() {
     if !privileged("fifty_concurrent_adds_with_nftables_keep_every_rule") {
         return;

@@ -47,6 +47,7 @@ fn add_with(bin: &std::path::Path, version: &str, extra: Value) -> (Value, Vec<S
 }
 
 #[test]
+#[ignore = "needs root"]
 fn same_result_and_rules_as_go() {
     if !privileged("same_result_and_rules_as_go") {
         return;
@@ -64,6 +65,7 @@ fn same_result_and_rules_as_go() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn same_errors_as_go_for_bad_configs() {
     if !privileged("same_errors_as_go_for_bad_configs") {
         return;
@@ -106,6 +108,7 @@ fn same_errors_as_go_for_bad_configs() {
 
 /// ADD by one plugin, CHECK and DEL by the other: nothing left.
 #[test]
+#[ignore = "needs root"]
 fn attachments_move_between_go_and_ours() {
     if !privileged("attachments_move_between_go_and_ours") {
         return;

@@ -27,6 +27,7 @@ fn scripted_ipam_conf(env: &Env, subnets: &[&str], name: &str, body: &str) -> Va
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ipam_exhausted_rolls_back() {
     if !privileged("ipam_exhausted_rolls_back") {
         return;
@@ -49,6 +50,7 @@ fn ipam_exhausted_rolls_back() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn failing_ipam_plugin_rolls_back() {
     if !privileged("failing_ipam_plugin_rolls_back") {
         return;
@@ -68,6 +70,7 @@ echo '{"cniVersion":"1.0.0","code":11,"msg":"try again later"}'; exit 1"#,
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ipam_without_ips_rolls_back() {
     if !privileged("ipam_without_ips_rolls_back") {
         return;
@@ -99,6 +102,7 @@ esac"#,
 /// bridge): a clear error naming the field, nothing on the bridge, the veth gone and the
 /// reservation released.
 #[test]
+#[ignore = "needs root"]
 fn invalid_ipam_result_rolls_back() {
     if !privileged("invalid_ipam_result_rolls_back") {
         return;
@@ -150,6 +154,7 @@ fn invalid_ipam_result_rolls_back() {
 /// The kernel refuses a route (its gateway is off-link): the message names the route as
 /// `ip route` would (no Rust `Some(..)`), and ADD is undone.
 #[test]
+#[ignore = "needs root"]
 fn unreachable_route_gateway_rolls_back() {
     if !privileged("unreachable_route_gateway_rolls_back") {
         return;
@@ -181,6 +186,7 @@ fn unreachable_route_gateway_rolls_back() {
 /// another priority): the message says what failed on which object in one short line,
 /// nft's output and the script are in `details`, and ADD is undone.
 #[test]
+#[ignore = "needs root"]
 fn spoofcheck_failure_is_short_and_names_the_object() {
     if !privileged("spoofcheck_failure_is_short_and_names_the_object") {
         return;
@@ -228,6 +234,7 @@ fn spoofcheck_failure_is_short_and_names_the_object() {
 /// with EPIPE): DEL still runs to the end and releases the IP. A log line written with
 /// `eprintln!` panicked and aborted DEL before the IPAM DEL.
 #[test]
+#[ignore = "needs root"]
 fn del_finishes_when_stderr_is_gone() {
     if !privileged("del_finishes_when_stderr_is_gone") {
         return;
@@ -251,6 +258,7 @@ fn del_finishes_when_stderr_is_gone() {
 /// The IPAM deletes the container netns before answering: whatever ADD returns, the
 /// runtime's DEL afterwards leaves nothing.
 #[test]
+#[ignore = "needs root"]
 fn netns_vanishing_mid_add() {
     if !privileged("netns_vanishing_mid_add") {
         return;
@@ -363,6 +371,7 @@ fn del_when_gone(gone: Gone, version: &str, with_prev_result: bool) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn del_when_container_side_is_gone() {
     if !privileged("del_when_container_side_is_gone") {
         return;
@@ -385,6 +394,7 @@ fn del_when_container_side_is_gone() {
 /// cannot carry two IPv4 addresses, found only when the result is converted): everything,
 /// rules included, is undone, with either backend.
 #[test]
+#[ignore = "needs root"]
 fn failure_after_ipmasq_rolls_back_everything() {
     if !privileged("failure_after_ipmasq_rolls_back_everything") {
         return;
@@ -410,6 +420,7 @@ fn failure_after_ipmasq_rolls_back_everything() {
 /// A DEL whose IPAM DEL fails once: the error goes back to the runtime, which retries;
 /// the retry (the link and the rules are gone by now) releases the IP and succeeds.
 #[test]
+#[ignore = "needs root"]
 fn del_failing_half_way_is_retried() {
     if !privileged("del_failing_half_way_is_retried") {
         return;
@@ -452,6 +463,7 @@ exec {hl}"#,
 /// (stale cache): the steps it starts at once with the link delete know only that one, and
 /// the IPv6 address the link turned out to have still gets its masquerade rules removed.
 #[test]
+#[ignore = "needs root"]
 fn del_with_stale_prev_result_removes_the_rules_of_every_address() {
     if !privileged("del_with_stale_prev_result_removes_the_rules_of_every_address") {
         return;
@@ -479,6 +491,7 @@ fn del_with_stale_prev_result_removes_the_rules_of_every_address() {
 /// leaves nothing. Then a node where only IPv6 NAT fails: ADD of a dual-stack result fails
 /// and undoes its IPv4 rules.
 #[test]
+#[ignore = "needs root"]
 fn one_backend_unavailable() {
     if !privileged("one_backend_unavailable") {
         return;
@@ -527,6 +540,7 @@ fn one_backend_unavailable() {
 /// succeed, or the pod is stuck in a DEL loop. Our own ADD writes JSON too: it must create
 /// the very same rules, pass CHECK, and leave nothing after DEL.
 #[test]
+#[ignore = "needs root"]
 fn spoofcheck_del_with_unusual_ifname() {
     if !privileged("spoofcheck_del_with_unusual_ifname") {
         return;
@@ -579,6 +593,7 @@ fn spoofcheck_table(env: &Env, result: &Value) -> String {
 /// Our ADD, CHECK and DEL with spoof check and nftables masquerading, for
 /// CNI-valid interface names that nft's text syntax cannot spell as chain names.
 #[test]
+#[ignore = "needs root"]
 fn unusual_ifnames_add_check_del() {
     if !privileged("unusual_ifnames_add_check_del") {
         return;
@@ -624,6 +639,7 @@ fn unusual_ifnames_add_check_del() {
 /// cache, a reused name) must leave the victim alone: the MAC must be the one recorded,
 /// and when the DEL names a living namespace the veth's peer must live there.
 #[test]
+#[ignore = "needs root"]
 fn del_never_deletes_another_attachments_veth() {
     if !privileged("del_never_deletes_another_attachments_veth") {
         return;

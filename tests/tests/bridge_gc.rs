@@ -51,6 +51,7 @@ fn has_rules(env: &Env, network: &str, id: &str) -> (bool, bool) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn gc_without_key_removes_nothing_and_empty_list_only_this_network() {
     if !privileged("gc_without_key_removes_nothing_and_empty_list_only_this_network") {
         return;
@@ -150,6 +151,7 @@ fn gc_without_key_removes_nothing_and_empty_list_only_this_network() {
 /// the empty list: GC frees every lease, masquerade rule and spoof check of the dead pods
 /// (their veths went with their namespaces; GC never deletes links). `[]` does the same.
 #[test]
+#[ignore = "needs root"]
 fn gc_with_null_or_empty_lists_frees_everything_of_dead_pods() {
     if !privileged("gc_with_null_or_empty_lists_frees_everything_of_dead_pods") {
         return;
@@ -182,6 +184,7 @@ fn gc_with_null_or_empty_lists_frees_everything_of_dead_pods() {
 /// containerd polls STATUS every 5 s: it answers the same every time and changes nothing
 /// (its cost is measured by the benchmarks, not here).
 #[test]
+#[ignore = "needs root"]
 fn status_is_repeatable_and_changes_nothing() {
     if !privileged("status_is_repeatable_and_changes_nothing") {
         return;

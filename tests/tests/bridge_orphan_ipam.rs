@@ -30,6 +30,7 @@ use testkit::privileged;
 const PATIENCE: Duration = Duration::from_secs(20);
 
 #[test]
+#[ignore = "needs root"]
 fn a_killed_bridge_takes_its_ipam_plugin_with_it() {
     if !privileged("a_killed_bridge_takes_its_ipam_plugin_with_it") {
         return;

@@ -200,6 +200,7 @@ fn leases(env: &Env, network: &str) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn storm_of_200_operations_with_ip_masquerade() {
     if !privileged("storm_of_200_operations_with_ip_masquerade") {
         return;
@@ -211,6 +212,7 @@ fn storm_of_200_operations_with_ip_masquerade() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn storm_of_200_operations_with_mac_spoof_check() {
     if !privileged("storm_of_200_operations_with_mac_spoof_check") {
         return;
@@ -225,6 +227,7 @@ fn storm_of_200_operations_with_mac_spoof_check() {
 /// its cache, so no DEL will ever come for the old pods. GC with the live set frees their
 /// leases and rules, and a full range serves new pods again from the freed addresses.
 #[test]
+#[ignore = "needs root"]
 fn gc_after_a_reboot_frees_everything_of_the_dead() {
     if !privileged("gc_after_a_reboot_frees_everything_of_the_dead") {
         return;

@@ -56,6 +56,7 @@ fn start_agents(c: &Cluster, api: &ApiAccess) -> Vec<Agent> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn pods_on_every_node_reach_each_other_without_nat_and_leave_masqueraded() {
     if !testkit::privileged("pods_on_every_node_reach_each_other_without_nat_and_leave_masqueraded")
     {
@@ -157,6 +158,7 @@ fn pods_on_every_node_reach_each_other_without_nat_and_leave_masqueraded() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn routes_follow_the_node_list_also_across_a_restart_and_leave_with_uninstall() {
     if !testkit::privileged(
         "routes_follow_the_node_list_also_across_a_restart_and_leave_with_uninstall",

@@ -131,6 +131,7 @@ fn ping_df(pod: &Pod, dst: IpAddr, size: u32) -> bool {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn overlay_to_peers_behind_a_router_follows_the_node_list_and_leaves_with_uninstall() {
     if !testkit::privileged(
         "overlay_to_peers_behind_a_router_follows_the_node_list_and_leaves_with_uninstall",
@@ -197,6 +198,7 @@ fn overlay_to_peers_behind_a_router_follows_the_node_list_and_leaves_with_uninst
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_ipv6_underlay_carries_both_pod_families() {
     if !testkit::privileged("an_ipv6_underlay_carries_both_pod_families") {
         return;

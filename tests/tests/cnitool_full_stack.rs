@@ -67,6 +67,7 @@ fn attachment(ctr: &NamedNetns) -> String {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn gc_removes_what_a_forgotten_attachment_holds() {
     if !privileged("gc_removes_what_a_forgotten_attachment_holds") {
         return;
@@ -127,6 +128,7 @@ fn gc_removes_what_a_forgotten_attachment_holds() {
 /// A conflist with a plugin key nested as deep as Go accepts (10,000 levels in all) goes
 /// through cnitool (load, copy, cache) and both plugins, ADD and DEL.
 #[test]
+#[ignore = "needs root"]
 fn a_config_nested_10000_levels_deep_is_added_and_deleted() {
     if !privileged("a_config_nested_10000_levels_deep_is_added_and_deleted") {
         return;

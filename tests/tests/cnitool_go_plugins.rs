@@ -34,6 +34,7 @@ impl Setup {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn cnitool_add_check_del_with_go_plugins() {
     if !privileged("cnitool_add_check_del_with_go_plugins") {
         return;
@@ -92,6 +93,7 @@ fn cnitool_add_check_del_with_go_plugins() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn cnitool_gc_releases_what_a_forgotten_container_held() {
     if !privileged("cnitool_gc_releases_what_a_forgotten_container_held") {
         return;

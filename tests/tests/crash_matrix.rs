@@ -158,6 +158,7 @@ fn fault_bins() -> &'static Path {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn crash_at_every_step() {
     if !privileged("crash_at_every_step") {
         return;

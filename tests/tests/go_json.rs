@@ -92,6 +92,7 @@ fn with_raw(conf: &Value, key: &str, raw: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn go_field_names_give_the_reference_result() {
     if !privileged("go_field_names_give_the_reference_result") {
         return;
@@ -123,6 +124,7 @@ fn go_field_names_give_the_reference_result() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn deeply_nested_unknown_keys_work_up_to_the_reference_limit() {
     if !privileged("deeply_nested_unknown_keys_work_up_to_the_reference_limit") {
         return;
@@ -164,6 +166,7 @@ fn deeply_nested_unknown_keys_work_up_to_the_reference_limit() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn wrong_types_are_refused_like_the_reference_with_nothing_changed() {
     if !privileged("wrong_types_are_refused_like_the_reference_with_nothing_changed") {
         return;

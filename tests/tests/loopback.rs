@@ -116,6 +116,7 @@ fn assert_same_as_go(conf: &Value, prepare: impl Fn(&NamedNetns)) -> Vec<Step> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn same_results_and_lo_state_as_go_at_every_version() {
     if !privileged("same_results_and_lo_state_as_go_at_every_version") {
         return;
@@ -134,6 +135,7 @@ fn same_results_and_lo_state_as_go_at_every_version() {
 
 /// Go v1.1.1 has no 1.1.0; a newer reference prints the same result labeled 1.1.0.
 #[test]
+#[ignore = "needs root"]
 fn version_1_1_0_is_the_1_0_0_result_relabeled() {
     if !privileged("version_1_1_0_is_the_1_0_0_result_relabeled") {
         return;
@@ -155,6 +157,7 @@ fn version_1_1_0_is_the_1_0_0_result_relabeled() {
 /// A config without a version (no key, `null`, `""`): the reference prints the real
 /// 0.1.0 shape (`ip4`, `ip6`, `dns`), not its 1.0.0 result relabeled; ours byte for byte.
 #[test]
+#[ignore = "needs root"]
 fn no_version_prints_the_0_1_0_shape_like_go() {
     if !privileged("no_version_prints_the_0_1_0_shape_like_go") {
         return;
@@ -181,6 +184,7 @@ fn no_version_prints_the_0_1_0_shape_like_go() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn status_gc_and_version_answer() {
     if !privileged("status_gc_and_version_answer") {
         return;
@@ -209,6 +213,7 @@ fn status_gc_and_version_answer() {
 
 /// In a chain the reference passes prevResult through at the config's version.
 #[test]
+#[ignore = "needs root"]
 fn passes_prev_result_through_like_go() {
     if !privileged("passes_prev_result_through_like_go") {
         return;
@@ -249,6 +254,7 @@ fn passes_prev_result_through_like_go() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn lo_without_ipv6_like_go() {
     if !privileged("lo_without_ipv6_like_go") {
         return;
@@ -264,6 +270,7 @@ fn lo_without_ipv6_like_go() {
 
 /// A non-loopback address on lo fails ADD (after lo is up, as in Go); DEL still works.
 #[test]
+#[ignore = "needs root"]
 fn non_loopback_address_on_lo_fails_like_go() {
     if !privileged("non_loopback_address_on_lo_fails_like_go") {
         return;
@@ -284,6 +291,7 @@ fn non_loopback_address_on_lo_fails_like_go() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn check_fails_like_go_when_lo_is_down() {
     if !privileged("check_fails_like_go_when_lo_is_down") {
         return;
@@ -310,6 +318,7 @@ fn check_fails_like_go_when_lo_is_down() {
 
 /// Unusable CNI_NETNS paths and bad configs: the same error JSON as Go.
 #[test]
+#[ignore = "needs root"]
 fn same_errors_as_go() {
     if !privileged("same_errors_as_go") {
         return;
@@ -361,6 +370,7 @@ fn same_errors_as_go() {
 /// empty CNI_NETNS; for a path that is not a netns Go fails, ours succeeds on purpose
 /// (a failing DEL only keeps the runtime from removing the pod; lo holds nothing).
 #[test]
+#[ignore = "needs root"]
 fn del_succeeds_whatever_the_netns_state() {
     if !privileged("del_succeeds_whatever_the_netns_state") {
         return;
@@ -392,6 +402,7 @@ fn del_succeeds_whatever_the_netns_state() {
 /// containerd's CRI runs the `loopback` network and the pod network for every pod at the
 /// same time, on the same netns: ADD, CHECK and DEL of both, concurrently.
 #[test]
+#[ignore = "needs root"]
 fn loopback_and_bridge_at_once_on_one_netns() {
     if !privileged("loopback_and_bridge_at_once_on_one_netns") {
         return;

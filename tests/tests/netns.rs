@@ -20,6 +20,7 @@ fn is_mounted(path: &Path) -> bool {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn named_netns_is_usable() {
     if !privileged("named_netns_is_usable") {
         return;
@@ -109,6 +110,7 @@ fn proc_netns_is_usable_and_current() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn run_enters_target_and_leaves_caller_alone() {
     if !privileged("run_enters_target_and_leaves_caller_alone") {
         return;
@@ -134,6 +136,7 @@ fn run_enters_target_and_leaves_caller_alone() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn same_netns_detection() {
     if !privileged("same_netns_detection") {
         return;
@@ -153,6 +156,7 @@ fn same_netns_detection() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn named_netns_removed_on_drop_and_on_panic() {
     if !privileged("named_netns_removed_on_drop_and_on_panic") {
         return;
@@ -177,6 +181,7 @@ fn named_netns_removed_on_drop_and_on_panic() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn parallel_named_netns_are_distinct() {
     if !privileged("parallel_named_netns_are_distinct") {
         return;
@@ -200,6 +205,7 @@ fn parallel_named_netns_are_distinct() {
 /// The fixtures end to end, against the Go reference plugins: VERSION in the
 /// test's own netns, then ADD/CHECK/DEL with a fake host and a container.
 #[test]
+#[ignore = "needs root"]
 fn plugin_run_drives_go_reference_bridge() {
     if !privileged("plugin_run_drives_go_reference_bridge") {
         return;

@@ -21,6 +21,7 @@ fn pod_ip(pod: &Pod, v6: bool) -> String {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn tcp_and_udp_reach_the_pod_through_the_node() {
     if !privileged("tcp_and_udp_reach_the_pod_through_the_node") {
         return;
@@ -83,6 +84,7 @@ fn tcp_and_udp_reach_the_pod_through_the_node() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ipv6_mappings_reach_the_pod() {
     if !privileged("ipv6_mappings_reach_the_pod") {
         return;
@@ -117,6 +119,7 @@ fn ipv6_mappings_reach_the_pod() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_udp_flow_seen_before_the_mapping_reaches_the_pod_after_it() {
     if !privileged("a_udp_flow_seen_before_the_mapping_reaches_the_pod_after_it") {
         return;

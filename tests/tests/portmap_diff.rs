@@ -37,6 +37,7 @@ fn rules_after_add(bin: &Path, mappings: &[Value], extra: Value) -> (Vec<String>
 }
 
 #[test]
+#[ignore = "needs root"]
 fn same_rules_as_go() {
     if !privileged("same_rules_as_go") {
         return;
@@ -75,6 +76,7 @@ fn same_rules_as_go() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn each_side_unmaps_the_others() {
     if !privileged("each_side_unmaps_the_others") {
         return;

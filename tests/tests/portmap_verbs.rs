@@ -14,6 +14,7 @@ fn run(node: &Node, cmd: &str, pod: &Pod, conf: &Value) -> cni_tests::PluginOutp
 }
 
 #[test]
+#[ignore = "needs root"]
 fn no_mappings_passes_the_result_on_and_changes_nothing() {
     if !privileged("no_mappings_passes_the_result_on_and_changes_nothing") {
         return;
@@ -47,6 +48,7 @@ fn no_mappings_passes_the_result_on_and_changes_nothing() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     if !privileged("bad_input_is_refused_naming_the_field_and_changes_nothing") {
         return;
@@ -102,6 +104,7 @@ fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn del_removes_the_rules_whatever_is_left_of_the_container() {
     if !privileged("del_removes_the_rules_whatever_is_left_of_the_container") {
         return;
@@ -160,6 +163,7 @@ fn del_removes_the_rules_whatever_is_left_of_the_container() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn check_finds_missing_rules() {
     if !privileged("check_finds_missing_rules") {
         return;
@@ -214,6 +218,7 @@ fn gc(node: &Node, valid: Option<Value>) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn gc_removes_the_rules_of_attachments_not_listed() {
     if !privileged("gc_removes_the_rules_of_attachments_not_listed") {
         return;
@@ -242,6 +247,7 @@ fn gc_removes_the_rules_of_attachments_not_listed() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn status_says_whether_the_backend_works() {
     if !privileged("status_says_whether_the_backend_works") {
         return;
@@ -274,6 +280,7 @@ fn status_says_whether_the_backend_works() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn nftables_backend_maps_checks_and_unmaps() {
     if !privileged("nftables_backend_maps_checks_and_unmaps") {
         return;
@@ -309,6 +316,7 @@ fn nftables_backend_maps_checks_and_unmaps() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_failed_add_leaves_no_rule() {
     if !privileged("a_failed_add_leaves_no_rule") {
         return;
@@ -331,6 +339,7 @@ fn a_failed_add_leaves_no_rule() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn concurrent_adds_on_a_fresh_node_keep_every_rule() {
     if !privileged("concurrent_adds_on_a_fresh_node_keep_every_rule") {
         return;

@@ -23,6 +23,7 @@ fn timed_steps(stderr: &str) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn timings_log_each_step_on_stderr_only_when_asked() {
     if !privileged("timings_log_each_step_on_stderr_only_when_asked") {
         return;

@@ -54,6 +54,7 @@ fn veth_pair_up(host: &Netlink, ctr_ns: &Netns, ctr: &Netlink) -> (u32, u32) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn bridge_create_exists_and_lookup() {
     host_test("bridge_create_exists_and_lookup", |nl| {
         nl.create_bridge("br0", Some(1400)).unwrap();
@@ -99,6 +100,7 @@ fn bridge_create_exists_and_lookup() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn veth_born_in_container_with_bridge_port_options() {
     host_ctr_test(
         "veth_born_in_container_with_bridge_port_options",
@@ -171,6 +173,7 @@ fn veth_born_in_container_with_bridge_port_options() {
 /// A veth's peer namespace as the host numbers it is the id the host gives that
 /// namespace's file, and differs from a third namespace's.
 #[test]
+#[ignore = "needs root"]
 fn peer_netns_id_names_the_peers_namespace() {
     host_ctr_test(
         "peer_netns_id_names_the_peers_namespace",
@@ -202,6 +205,7 @@ fn peer_netns_id_names_the_peers_namespace() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn wait_oper_up_reports_final_state() {
     host_ctr_test("wait_oper_up_reports_final_state", |host, ctr_ns, _| {
         host.create_veth("veth0", "eth0", None, None, ctr_ns.as_fd())
@@ -218,6 +222,7 @@ fn wait_oper_up_reports_final_state() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn one_links_addresses_are_filtered_by_the_kernel() {
     use rtnetlink::packet_core::NLM_F_DUMP;
     use rtnetlink::packet_route::RouteNetlinkMessage;
@@ -260,6 +265,7 @@ fn one_links_addresses_are_filtered_by_the_kernel() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ipv4_addresses_with_broadcast() {
     host_test("ipv4_addresses_with_broadcast", |nl| {
         nl.create_bridge("br0", None).unwrap();
@@ -297,6 +303,7 @@ fn ipv4_addresses_with_broadcast() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ipv6_addresses_settle() {
     host_ctr_test("ipv6_addresses_settle", |host, ctr_ns, ctr| {
         host.create_veth("veth0", "eth0", None, None, ctr_ns.as_fd())
@@ -339,6 +346,7 @@ fn ipv6_addresses_settle() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn nodad_address_is_never_tentative() {
     host_ctr_test("nodad_address_is_never_tentative", |host, ctr_ns, ctr| {
         let (h, _) = veth_pair_up(host, ctr_ns, ctr);
@@ -355,6 +363,7 @@ fn nodad_address_is_never_tentative() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ipv6_dad_failure_is_reported() {
     host_ctr_test("ipv6_dad_failure_is_reported", |host, ctr_ns, ctr| {
         let (h, c) = veth_pair_up(host, ctr_ns, ctr);
@@ -377,6 +386,7 @@ fn ipv6_dad_failure_is_reported() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn routes_default_ecmp_table_scope_priority() {
     host_ctr_test(
         "routes_default_ecmp_table_scope_priority",
@@ -485,6 +495,7 @@ fn routes_default_ecmp_table_scope_priority() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sysctl_ensure_in_own_netns() {
     host_test("sysctl_ensure_in_own_netns", |nl| {
         // A dotted interface name, as the VLAN gateway interface has.

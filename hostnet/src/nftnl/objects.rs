@@ -330,6 +330,7 @@ mod kernel_tests {
     }
 
     #[test]
+    #[ignore = "needs root"]
     fn a_batch_is_all_or_nothing_and_its_error_names_the_refused_message() {
         if !testkit::privileged("a_batch_is_all_or_nothing_and_its_error_names_the_refused_message")
         {

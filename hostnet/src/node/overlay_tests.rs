@@ -155,6 +155,7 @@ fn pods_cross(s: &Segments, mtu: u32) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn pods_on_two_segments_reach_each_other_through_the_overlay() {
     if !privileged("pods_on_two_segments_reach_each_other_through_the_overlay") {
         return;
@@ -285,6 +286,7 @@ fn pods_on_two_segments_reach_each_other_through_the_overlay() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_foreign_link_of_our_name_is_left_alone() {
     if !privileged("a_foreign_link_of_our_name_is_left_alone") {
         return;
@@ -301,6 +303,7 @@ fn a_foreign_link_of_our_name_is_left_alone() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_ipv6_underlay_carries_both_families() {
     if !privileged("an_ipv6_underlay_carries_both_families") {
         return;

@@ -186,6 +186,7 @@ fn node_on_a_lan_with_foreign_routes() -> (Ns, Ns) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn routes_are_added_replaced_deleted_and_others_untouched() {
     if !privileged("routes_are_added_replaced_deleted_and_others_untouched") {
         return;
@@ -266,6 +267,7 @@ fn routes_are_added_replaced_deleted_and_others_untouched() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn on_link_means_no_gateway_on_the_way() {
     if !privileged("on_link_means_no_gateway_on_the_way") {
         return;
@@ -297,6 +299,7 @@ fn on_link_means_no_gateway_on_the_way() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn forwarding_keeps_router_advertisements_where_a_route_came_from_one() {
     if !privileged("forwarding_keeps_router_advertisements_where_a_route_came_from_one") {
         return;
@@ -445,6 +448,7 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn pod_traffic_leaving_the_cluster_is_masqueraded_and_pod_to_pod_is_not() {
     let test = "pod_traffic_leaving_the_cluster_is_masqueraded_and_pod_to_pod_is_not";
     if !privileged(test) {
@@ -532,6 +536,7 @@ fn our_ruleset(ns: &Ns) -> String {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn apply_replaces_the_whole_table_and_remove_leaves_nothing_of_ours() {
     let test = "apply_replaces_the_whole_table_and_remove_leaves_nothing_of_ours";
     if !privileged(test) {
@@ -635,6 +640,7 @@ fn apply_replaces_the_whole_table_and_remove_leaves_nothing_of_ours() {
 /// Not a timed test: the figures are printed for BENCHMARKS.md (`--nocapture`); what is
 /// asserted is that 5,000 routes and a 5,000-range set all land and read back.
 #[test]
+#[ignore = "needs root"]
 fn five_thousand_routes_and_ranges_land_whole() {
     let test = "five_thousand_routes_and_ranges_land_whole";
     if !privileged(test) {
@@ -694,6 +700,7 @@ fn five_thousand_routes_and_ranges_land_whole() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_legacy_iptables_filter_table_is_detected() {
     let test = "a_legacy_iptables_filter_table_is_detected";
     if !privileged(test) {
@@ -728,6 +735,7 @@ fn many_routes(n: u32) -> Vec<PodRoute> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_batch_of_routes_adds_each_but_those_in_the_way_in_order() {
     if !privileged("a_batch_of_routes_adds_each_but_those_in_the_way_in_order") {
         return;
@@ -783,6 +791,7 @@ fn a_batch_of_routes_adds_each_but_those_in_the_way_in_order() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn on_link_many_answers_as_on_link_does() {
     if !privileged("on_link_many_answers_as_on_link_does") {
         return;

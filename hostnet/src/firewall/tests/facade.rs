@@ -26,6 +26,7 @@ fn backend_config_values() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn teardown_and_gc_clean_both_backends() {
     netns_test("teardown_and_gc_clean_both_backends", || {
         let att = Attachment {
@@ -94,6 +95,7 @@ fn busy(i: usize, f: impl FnOnce(&Attachment, &[IpNetwork])) {
 /// Many plugin processes run at once on a busy node: concurrent setups and
 /// teardowns of different attachments must neither fail nor lose rules.
 #[test]
+#[ignore = "needs root"]
 fn concurrent_setup_and_teardown() {
     netns_test("concurrent_setup_and_teardown", || {
         // Threads spawned here share this thread's network namespace.

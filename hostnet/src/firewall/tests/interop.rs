@@ -81,6 +81,7 @@ fn spoofcheck_chains_left() -> bool {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn interop_with_go_bridge_plugin() {
     if !privileged("interop_with_go_bridge_plugin") {
         return;

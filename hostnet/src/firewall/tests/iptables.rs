@@ -29,6 +29,7 @@ fn ipt_nat(args: &[&str]) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn iptables_setup_exact_idempotent_check_teardown() {
     netns_test("iptables_setup_exact_idempotent_check_teardown", || {
         let addrs = ips(&["10.88.0.5/16", "fd00:88::5/64"]);
@@ -61,6 +62,7 @@ fn iptables_setup_exact_idempotent_check_teardown() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn iptables_teardown_without_ips_and_legacy_jump() {
     netns_test("iptables_teardown_without_ips_and_legacy_jump", || {
         let addrs = ips(&["10.88.0.5/16", "fd00:88::5/64"]);
@@ -94,6 +96,7 @@ fn iptables_teardown_without_ips_and_legacy_jump() {
 /// Teardown with the IPs removes by name; a jump it does not know still referring to the
 /// chain makes it fall back to listing, so that goes too.
 #[test]
+#[ignore = "needs root"]
 fn iptables_teardown_with_ips_and_legacy_jump() {
     netns_test("iptables_teardown_with_ips_and_legacy_jump", || {
         let addrs = ips(&["10.88.0.5/16", "fd00:88::5/64"]);
@@ -132,6 +135,7 @@ fn iptables_teardown_with_ips_and_legacy_jump() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn iptables_gc_keeps_valid_and_other_networks() {
     netns_test("iptables_gc_keeps_valid_and_other_networks", || {
         iptables::setup(NET, "keep", &ips(&["10.88.0.2/16"])).unwrap();
@@ -177,6 +181,7 @@ fn iptables_gc_keeps_valid_and_other_networks() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn iptables_setup_through_a_prestarted_tool() {
     netns_test("iptables_setup_through_a_prestarted_tool", || {
         let chain = iptables_chain(NET, ID);

@@ -37,6 +37,7 @@ const FOUR: &str = "ip saddr 192.168.1.1 ip daddr != 192.168.1.0/24 masquerade c
 
 /// The scenario of `Test_setupIPMasqNFTables` (pkg/ip/ipmasq_nftables_linux_test.go).
 #[test]
+#[ignore = "needs root"]
 fn nftables_reference_scenario() {
     netns_test("nftables_reference_scenario", || {
         let containers = [
@@ -81,6 +82,7 @@ fn nftables_reference_scenario() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn nftables_dual_stack_and_missing_table() {
     netns_test("nftables_dual_stack_and_missing_table", || {
         // Nothing there yet: teardown, gc and check are fine.
@@ -103,6 +105,7 @@ fn nftables_dual_stack_and_missing_table() {
 /// The ifname goes into the rule comment only (quoted text, which holds
 /// anything but `"`, which the comment strips as the reference does).
 #[test]
+#[ignore = "needs root"]
 fn nftables_unusual_ifnames() {
     netns_test("nftables_unusual_ifnames", || {
         let addrs = ips(&["10.1.2.3/24"]);

@@ -40,6 +40,7 @@ fn dump(attachments: &[(&str, &str, &str)]) -> String {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn spoofcheck_setup_exact_idempotent_teardown() {
     netns_test("spoofcheck_setup_exact_idempotent_teardown", || {
         assert!(!spoofcheck::check("abc", "eth0", "veth1234", MAC).unwrap());
@@ -68,6 +69,7 @@ fn spoofcheck_setup_exact_idempotent_teardown() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn spoofcheck_gc() {
     netns_test("spoofcheck_gc", || {
         spoofcheck::setup("keep", "eth0", "vethkeep", MAC).unwrap();
@@ -97,6 +99,7 @@ fn spoofcheck_gc() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn spoofcheck_unusual_ifnames() {
     netns_test("spoofcheck_unusual_ifnames", || {
         for ifname in ODD_IFNAMES {
@@ -121,6 +124,7 @@ fn spoofcheck_unusual_ifnames() {
 /// A host interface name is matched literally: a trailing `*` is no wildcard;
 /// names nft cannot take literally are refused, not misread.
 #[test]
+#[ignore = "needs root"]
 fn spoofcheck_host_interface_literal() {
     netns_test("spoofcheck_host_interface_literal", || {
         spoofcheck::setup("abc", "eth0", "v*", MAC).unwrap();
