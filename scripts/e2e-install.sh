@@ -3,7 +3,7 @@
 #   1. static build (scripts/build-static.sh) and `podman build` of the Containerfile;
 #      the image holds our static binaries only, and they run without a libc;
 #   2. a cluster of throwaway namespaces: three "nodes" on a lan (a bridge in its own
-#      namespace, MTU 1400), each with dual-stack lan addresses and default routes via an
+#      namespace, MTU 1400), each with rp_filter=1 and dual-stack lan addresses and default routes via an
 #      "outside" host, where the stub API server (installer/examples/stub-apiserver.rs)
 #      serves the three Nodes, each with its own dual-stack podCIDR and InternalIPs;
 #   3. on every node, the image run the way the DaemonSet runs it: temp dirs bind-mounted
@@ -16,8 +16,10 @@
 #      carry the lan's MTU and leave masquerading to the agent;
 #   4. the installed binaries and the generated conflists, driven by the repo's cnitool in
 #      the node namespaces: two pods on node 1 ping each other, and one pings a pod on node
-#      2 (IPv4 and IPv6) that sees the sender's pod address (no NAT); DEL leaves no lease,
-#      cache entry or link;
+#      2 (IPv4 and IPv6) that sees the sender's pod address (no NAT); the pod on node 2
+#      has hostPort 8080 (portmap's nftables backend, as the agent's
+#      CNI_RS_PORTMAP_BACKEND asks), reached from node 1 and from outside; DEL leaves no
+#      lease, cache entry, hostPort rule or link;
 #   5. a Node deleted in the API server loses its routes on the other nodes;
 #   6. stopped with SIGTERM (`podman stop`) every agent exits 0 and leaves its routes and
 #      table in place; the image with --uninstall then removes the files, routes and table
@@ -48,6 +50,7 @@ work=$(mktemp -d /tmp/cnirs-e2e.XXXXXX)
 made_ns=()
 containers=()
 stub_pid=
+hostport_pid=
 # Debian's podman without systemd: cgroupfs and a file event log; runc, as crun refuses
 # the hybrid cgroup v1/v2 layout of our CI machines.
 podman() { command podman --runtime runc --cgroup-manager=cgroupfs --events-backend=file "$@"; }
@@ -68,6 +71,7 @@ cleanup() {
     done
     podman rmi -f "$image" >/dev/null 2>&1
     [[ -n $stub_pid ]] && kill "$stub_pid" 2>/dev/null && wait "$stub_pid" 2>/dev/null
+    [[ -n $hostport_pid ]] && kill "$hostport_pid" 2>/dev/null && wait "$hostport_pid" 2>/dev/null
     for ns in "${made_ns[@]}"; do
         ip netns del "$ns"
     done
@@ -147,6 +151,8 @@ for i in "${nodes[@]}"; do
     new_ns "$ns"
     plug "$ns" "m$i" "$(lan4 "$i")" "$(lan6 "$i")"
     ip -n "$ns" route add default via "$ext4"
+    # Strict reverse-path filtering (RHEL's default), on every interface made later too.
+    for conf in all default eth0; do ip netns exec "$ns" sysctl -qw "net.ipv4.conf.$conf.rp_filter=1"; done
     ip -n "$ns" -6 route add default via "$ext6"
     mkdir -p "$(host "$i")"/{opt/cni/bin,etc/cni/net.d,var/lib/cni}
 done
@@ -211,7 +217,7 @@ for i in "${nodes[@]}"; do
         -v "$(host "$i")/var/lib/cni:/host/var/lib/cni" \
         -v "$work/sa:/var/run/secrets/kubernetes.io/serviceaccount:ro" \
         -e NODE_NAME="e2e-node-$i" -e KUBERNETES_SERVICE_HOST="$ext4" -e KUBERNETES_SERVICE_PORT=6443 \
-        -e CNI_RS_INTERVAL=1 -e CNI_RS_SYSCTL_DIR=/host/proc/sys \
+        -e CNI_RS_INTERVAL=1 -e CNI_RS_SYSCTL_DIR=/host/proc/sys -e CNI_RS_PORTMAP_BACKEND=nftables \
         "$image" >/dev/null
 done
 for i in "${nodes[@]}"; do
@@ -257,13 +263,15 @@ ping_ok() {
     return 1
 }
 
-step "pods on the generated conflists: two on node 1, one on node 2"
+step "pods on the generated conflists: two on node 1, one on node 2 (with a hostPort)"
 pods=("$tag-c1:1" "$tag-c2:1" "$tag-c3:2") # namespace:node
+# The pod on node 2 maps hostPort 8080 to its port 80 (portmap, nftables backend).
+caps() { if [[ $1 == "$tag-c3" ]]; then echo '{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]}'; else echo '{}'; fi; }
 declare -A ip4 ip6
 for pod in "${pods[@]}"; do
     ns=${pod%:*} i=${pod#*:}
     new_ns "$ns"
-    result=$(in_node "$i" "$static/cnitool" add cni-rs "/run/netns/$ns")
+    result=$(in_node "$i" env CAP_ARGS="$(caps "$ns")" "$static/cnitool" add cni-rs "/run/netns/$ns")
     ip4[$ns]=$(jq -r --arg p "10.88.$i." '.ips[] | .address | select(startswith($p)) | sub("/.*"; "")' <<<"$result")
     ip6[$ns]=$(jq -r --arg p "fd00:88:$i:" '.ips[] | .address | select(startswith($p)) | sub("/.*"; "")' <<<"$result")
     [[ -n ${ip4[$ns]} && -n ${ip6[$ns]} ]] || die "$ns: no address from node $i's podCIDRs: $result"
@@ -294,8 +302,40 @@ seen=$(ip netns exec "$c3" nft -j list chain inet e2e input |
     die "$c3 saw no echo request from $c1's pod addresses (NAT?): $(ip netns exec "$c3" nft list table inet e2e)"
 echo "    $c1 (node 1) -> $c3 (node 2): IPv4 and IPv6 ping ok, from the pod addresses"
 
+# A TCP server in pod c3 that answers each connection with its name.
+ip netns exec "$c3" python3 -c '
+import socket, sys
+s = socket.create_server(("0.0.0.0", 80))
+while True:
+    c, _ = s.accept()
+    c.sendall(sys.argv[1].encode() + b"\n")
+    c.close()
+' "$c3" 2>"$work/hostport.log" &
+hostport_pid=$!
+# hostPort 8080 on node 2, from node 1 and from the outside host (both reach node 2 over
+# the lan, under rp_filter=1).
+for from in "$(ns_of 1)" "$ext_ns"; do
+    got=
+    for _ in $(seq 25); do
+        got=$(ip netns exec "$from" curl -s --max-time 2 "telnet://$(lan4 2):8080" </dev/null || true)
+        [[ $got == "$c3" ]] && break
+        sleep 0.2
+    done
+    [[ $got == "$c3" ]] || die "hostPort 8080 on node 2 from $from: got '$got' ($(cat "$work/hostport.log"))"
+done
+kill "$hostport_pid"
+wait "$hostport_pid" 2>/dev/null || true
+hostport_pid=
+ip netns exec "$(ns_of 2)" nft list table ip cni_hostport | grep -q "${ip4[$c3]}" ||
+    die "node 2: no nftables hostPort rule for ${ip4[$c3]}: $(ip netns exec "$(ns_of 2)" nft list ruleset)"
+echo "    hostPort 8080 on node 2 reaches $c3 from node 1 and from outside (nftables backend)"
+
 step "DEL leaves nothing"
-for pod in "${pods[@]}"; do in_node "${pod#*:}" "$static/cnitool" del cni-rs "/run/netns/${pod%:*}"; done
+for pod in "${pods[@]}"; do
+    in_node "${pod#*:}" env CAP_ARGS="$(caps "${pod%:*}")" "$static/cnitool" del cni-rs "/run/netns/${pod%:*}"
+done
+! ip netns exec "$(ns_of 2)" nft list table ip cni_hostport 2>/dev/null | grep -q "${ip4[$c3]}" ||
+    die "node 2: DEL left the hostPort rules of ${ip4[$c3]}"
 for i in 1 2; do
     left=$(find "$(host "$i")/var/lib/cni/networks/cni-rs" -type f -name '*[.:]*' ! -name 'last_reserved_ip.*' ! -name 'index.host-local')
     [[ -z $left ]] || die "node $i leases left: $left"

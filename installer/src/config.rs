@@ -20,6 +20,23 @@ pub enum Mode {
     Auto,
 }
 
+/// The firewall tool portmap uses for hostPorts (`--portmap-backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PortmapBackend {
+    Iptables,
+    Nftables,
+}
+
+impl PortmapBackend {
+    /// The value of portmap's `backend` config field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PortmapBackend::Iptables => "iptables",
+            PortmapBackend::Nftables => "nftables",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "cni-install",
@@ -126,6 +143,12 @@ pub struct Args {
     /// (cloud routes).
     #[arg(long, env = "CNI_RS_FILES_ONLY")]
     pub files_only: bool,
+
+    /// The firewall portmap writes hostPort rules with (its `backend` field): iptables or
+    /// nftables. Unset, portmap picks for itself (iptables when it works, else nftables), as
+    /// the Go portmap does; nft-only nodes may want nftables set outright.
+    #[arg(long, env = "CNI_RS_PORTMAP_BACKEND", value_enum)]
+    pub portmap_backend: Option<PortmapBackend>,
 
     /// How pods reach other nodes: host-gw (direct routes: every node on one L2 segment),
     /// vxlan (every peer through the VXLAN overlay), auto (a direct route to each on-link

@@ -16,6 +16,8 @@ pub struct Settings<'a> {
     pub mtu: Option<u32>,
     /// The bridge masquerades per pod: only when the agent does not (`--files-only`).
     pub ip_masq: bool,
+    /// portmap's `backend` (None: portmap's own choice).
+    pub portmap_backend: Option<&'a str>,
 }
 
 /// The conflist for `pod_cidrs` (one or two ranges, never empty), as written to disk.
@@ -56,6 +58,9 @@ pub fn render(settings: &Settings, pod_cidrs: &[IpNetwork]) -> Result<String, St
     // CRI's port mappings only to a plugin that declares the capability).
     let mut portmap = plugin("portmap")?;
     portmap.insert("capabilities".into(), json!({ "portMappings": true }));
+    if let Some(backend) = settings.portmap_backend {
+        portmap.insert("backend".into(), json!(backend));
+    }
     let plugins = vec![Value::Object(bridge), Value::Object(portmap)];
     let conf = json!({
         "cniVersion": settings.cni_version,
@@ -111,6 +116,7 @@ mod tests {
                 bridge: "cni0",
                 mtu: Some(1450),
                 ip_masq: false,
+                portmap_backend: None,
             },
             &nets(&["10.244.1.0/24", "fd00:10:244:1::/64"]),
         )
@@ -145,6 +151,7 @@ mod tests {
                 bridge: "br9",
                 mtu: None,
                 ip_masq: true,
+                portmap_backend: Some("nftables"),
             },
             &nets(&["fd00:1::/64"]),
         )
@@ -154,8 +161,8 @@ mod tests {
         let bridge = &conf["plugins"][0];
         assert_eq!(
             conf["plugins"][1],
-            json!({"type": "portmap", "capabilities": {"portMappings": true}}),
-            "portmap chained after the bridge"
+            json!({"type": "portmap", "capabilities": {"portMappings": true}, "backend": "nftables"}),
+            "portmap chained after the bridge, with the backend asked for"
         );
         assert_eq!(bridge["bridge"], "br9");
         assert_eq!(bridge["ipMasq"], true);
@@ -175,6 +182,7 @@ fn no_range_is_an_error_not_a_panic() {
         bridge: "cni0",
         mtu: None,
         ip_masq: false,
+        portmap_backend: None,
     };
     assert!(render(&settings, &[]).is_err());
 }

@@ -136,6 +136,7 @@ impl<'a> Installer<'a> {
             bridge: &self.args.bridge,
             mtu,
             ip_masq: self.args.files_only,
+            portmap_backend: self.args.portmap_backend.map(|b| b.as_str()),
         };
         let text = conflist::render(&settings, cidrs).map_err(RunError::Setup)?;
         if atomic::put(
