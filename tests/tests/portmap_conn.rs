@@ -9,17 +9,6 @@ mod support;
 use support::*;
 use testkit::privileged;
 
-/// The pod's address of a result, without the prefix.
-fn pod_ip(pod: &Pod, v6: bool) -> String {
-    let ips = pod.result["ips"].as_array().unwrap();
-    let ip = ips
-        .iter()
-        .map(|i| i["address"].as_str().unwrap())
-        .find(|a| a.contains(':') == v6)
-        .unwrap();
-    ip.split('/').next().unwrap().to_string()
-}
-
 #[test]
 #[ignore = "needs root"]
 fn tcp_and_udp_reach_the_pod_through_the_node() {
@@ -66,7 +55,7 @@ fn tcp_and_udp_reach_the_pod_through_the_node() {
 
     // Hairpin: the pod reaches itself through the node, masqueraded (else it would answer
     // itself directly and the connection would not match).
-    let me = pod_ip(&pod, false);
+    let me = pod.ip(false);
     let hairpin = tcp_get(&pod.ns, &format!("{NODE4}:30080")).expect("hairpin connects");
     assert!(
         !hairpin.ends_with(&me),
@@ -106,7 +95,7 @@ fn ipv6_mappings_reach_the_pod() {
     assert_eq!(got.as_deref(), Some(client_src));
     // An IPv6 hostIP is not mapped on IPv4.
     assert_eq!(tcp_get(&client, &format!("{NODE4}:30081")), None);
-    let me = pod_ip(&pod, true);
+    let me = pod.ip(true);
     let hairpin = tcp_get(&pod.ns, &format!("[{NODE6}]:30080")).expect("hairpin connects");
     assert!(
         !hairpin.ends_with(&me),

@@ -10,7 +10,7 @@
 //! Cost per call, per backend: one read plus at most one write (iptables: per
 //! address family involved; nothing is written when nothing changes).
 
-mod backend;
+pub(crate) mod backend;
 mod error;
 mod exec;
 pub mod iptables;
@@ -25,7 +25,7 @@ mod tests;
 
 use ipnetwork::IpNetwork;
 
-use backend::{iptables_usable, nftables_usable};
+use backend::{counted, iptables_usable, nftables_usable};
 
 pub use backend::Backend;
 pub use error::{FirewallError, OutputError, Result};
@@ -86,17 +86,10 @@ pub fn check_ipmasq(backend: Option<Backend>, att: &Attachment, ips: &[IpNetwork
     })
 }
 
-/// Run `op` with `backend`, or in automatic mode (`None`) as `SetupIPMasqForNetworks`
-/// decides: iptables, unless iptables is unusable and nftables usable. The tools are
-/// probed only when the iptables attempt fails, so a normal ADD or CHECK costs no probe.
-fn auto<T>(backend: Option<Backend>, mut op: impl FnMut(Backend) -> Result<T>) -> Result<T> {
-    match backend {
-        Some(b) => op(b),
-        None => match op(Backend::IpTables) {
-            Err(_) if !iptables_usable() && nftables_usable() => op(Backend::NfTables),
-            other => other,
-        },
-    }
+/// Run `op` with `backend`, or the automatic choice (`backend::auto`, as
+/// `SetupIPMasqForNetworks` decides).
+fn auto<T>(backend: Option<Backend>, op: impl FnMut(Backend) -> Result<T>) -> Result<T> {
+    backend::auto(backend::usable, backend, op)
 }
 
 /// Remove the attachment's masquerading from both backends (the container may
@@ -126,10 +119,6 @@ fn both_backends(
     ipt: impl FnOnce() -> Result<()> + Send,
     nft: impl FnOnce() -> Result<()> + Send,
 ) -> Result<()> {
-    let counted = |result: Result<()>, usable: fn() -> bool| match result {
-        Err(e) if usable() => Err(e),
-        _ => Ok(()),
-    };
     let (ipt, nft) = std::thread::scope(|s| {
         let nft = sysproc::task::start(s, || counted(nft(), nftables_usable));
         (counted(ipt(), iptables_usable), nft.join())

@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use sysproc::netns::{NetnsError, OpenOnce};
 
+mod portmap;
+
 /// The plugin's own namespace.
 pub const HOST: &str = "host";
 
@@ -41,8 +43,11 @@ pub struct State {
     /// The namespaces that exist, by name: [`HOST`] and the containers'.
     pub namespaces: BTreeMap<String, Ns>,
     next_index: u32,
-    /// "ipmasq <network> <container id> <ifname>" and "spoofcheck <container id> <ifname>".
+    /// "ipmasq <network> <container id> <ifname>", "spoofcheck <container id> <ifname>" and
+    /// "portmap <backend> <network> <container id> <address> <mappings>".
     pub rules: BTreeSet<String>,
+    /// The firewall backends whose tool is missing here (every call with them fails).
+    pub unusable: BTreeSet<Backend>,
     /// "<ns>: <sysctl name>" -> value.
     pub sysctls: BTreeMap<String, String>,
 }

@@ -1,6 +1,7 @@
 //! The node itself: [`HostKernel`] hands each call to `netlink`, `sysctl`, `firewall` and
 //! `sysproc::netns`.
 
+use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +9,9 @@ use std::time::Duration;
 use ipnetwork::IpNetwork;
 use sysproc::netns::{Netns, NetnsError, OpenOnce};
 
-use super::{Firewall, Kernel, Links, MasqueradeReady, Sysctl};
-use crate::firewall::{self, Attachment, Backend, FirewallError, spoofcheck};
+use super::{Firewall, Kernel, Links, MasqueradeReady, PortMapper, Sysctl};
+use crate::firewall::portmap::{self, LocalnetError, PortMapping, PortMaps};
+use crate::firewall::{self, Attachment, Backend, FirewallError, backend, spoofcheck};
 use crate::netlink::{Address, IpFamily, Link, Netlink, NetlinkError, Route, RouteSpec};
 use crate::sysctl::{self, SysctlError};
 
@@ -213,5 +215,50 @@ impl Links for Netlink {
     }
     fn set_vlan_filtering(&self, bridge: u32, on: bool) -> Result<(), NetlinkError> {
         Netlink::set_vlan_filtering(self, bridge, on)
+    }
+}
+
+impl PortMapper for HostKernel {
+    fn add_port_maps(
+        &self,
+        backend: Backend,
+        maps: &PortMaps,
+        ips: &[IpNetwork],
+    ) -> Result<(), FirewallError> {
+        portmap::add(backend, maps, ips)
+    }
+
+    fn port_maps_present(
+        &self,
+        backend: Backend,
+        maps: &PortMaps,
+        ips: &[IpNetwork],
+    ) -> Result<bool, FirewallError> {
+        portmap::check(backend, maps, ips)
+    }
+
+    fn remove_port_maps(
+        &self,
+        backend: Backend,
+        network: &str,
+        container_id: &str,
+    ) -> Result<(), FirewallError> {
+        portmap::remove(backend, network, container_id)
+    }
+
+    fn gc_port_maps(&self, network: &str, valid: &[&str]) -> Result<(), FirewallError> {
+        portmap::gc(network, valid)
+    }
+
+    fn tool_usable(&self, b: Backend) -> bool {
+        backend::usable(b)
+    }
+
+    fn delete_udp_flows(&self, mappings: &[PortMapping], v6: bool) -> Result<(), FirewallError> {
+        portmap::delete_udp_entries(mappings, v6)
+    }
+
+    fn route_localnet(&self, ip: Ipv4Addr) -> Result<(), LocalnetError> {
+        portmap::enable_route_localnet(ip).map(drop)
     }
 }

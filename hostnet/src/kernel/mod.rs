@@ -1,6 +1,7 @@
 //! What a plugin asks of the kernel for one attachment: the host and container namespaces,
 //! a netlink connection in either ([`Links`]), sysctls, and the attachment's firewall rules
-//! ([`Firewall`], stated as intent). The plugins' verbs are written against [`Kernel`];
+//! ([`Firewall`], stated as intent); for portmap, its port mappings ([`PortMapper`]). The
+//! plugins' verbs are written against [`Kernel`] (portmap's against [`PortMapper`]);
 //! [`HostKernel`] is the node itself, [`fake::FakeKernel`] (feature `fake`) keeps links,
 //! addresses, routes, sysctls and rules in memory and logs every change, so the plugins'
 //! decisions (rollback order, DEL's tolerance, CHECK) are tested without root.
@@ -17,8 +18,10 @@ use crate::sysctl::SysctlError;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod host;
+mod portmap;
 
 pub use host::HostKernel;
+pub use portmap::PortMapper;
 
 /// One sysctl for [`Kernel::sysctls_in`]: the path components under `/proc/sys` (an
 /// interface name may hold dots) and the value; a failure of one not `required` is

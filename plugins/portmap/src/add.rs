@@ -4,8 +4,8 @@
 
 use std::net::IpAddr;
 
-use hostnet::firewall::Backend;
-use hostnet::firewall::portmap::{self, PortMaps};
+use hostnet::firewall::portmap::PortMaps;
+use hostnet::kernel::PortMapper;
 use ipnetwork::IpNetwork;
 use libcni::skel::CmdArgs;
 use libcni::{CniResult, Error};
@@ -13,7 +13,7 @@ use libcni::{CniResult, Error};
 use crate::config::PortmapConf;
 use crate::error::{PortmapError, firewall};
 
-pub fn add(args: &CmdArgs) -> Result<CniResult, PortmapError> {
+pub fn add(k: &impl PortMapper, args: &CmdArgs) -> Result<CniResult, PortmapError> {
     let conf = PortmapConf::load(&args.stdin_data)?;
     let Some(prev) = conf.common.prev_result.as_ref() else {
         return Err(Error::invalid_config("must be called as chained plugin").into());
@@ -27,47 +27,36 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, PortmapError> {
         return Ok(result);
     }
     let maps = port_maps(&conf, args);
-    let backend = conf.backend()?;
-    let used = install(backend, &maps, &ips).map_err(firewall("unable to set up port mappings"))?;
+    let backend = conf.backend(k)?;
+    // Automatic: iptables, nftables when iptables failed and is unusable (probed only then).
+    let used = k
+        .map_ports(backend, &maps, &ips)
+        .map_err(firewall("unable to set up port mappings"))?;
     // After the rules, so new packets take them; failures are informative only.
     for ip in &ips {
-        if let Err(e) = portmap::delete_udp_entries(&conf.mappings, ip.is_ipv6()) {
+        if let Err(e) = k.delete_udp_flows(&conf.mappings, ip.is_ipv6()) {
             libcni::log!("portmap: failed to delete stale UDP conntrack entries for {ip}: {e}");
         }
     }
-    if let Err(e) = localnet(&conf, &ips) {
-        let _ = portmap::remove(Some(used), maps.network, maps.container_id);
+    if let Err(e) = localnet(k, &conf, &ips) {
+        let _ = k.unmap_ports(Some(used), maps.network, maps.container_id);
         return Err(e);
     }
     Ok(result)
 }
 
-/// With `backend` or, automatic, iptables first and nftables when iptables is unusable
-/// (probed only after iptables failed). Returns the backend used.
-fn install(
-    backend: Option<Backend>,
-    maps: &PortMaps,
-    ips: &[IpNetwork],
-) -> Result<Backend, hostnet::firewall::FirewallError> {
-    match backend {
-        Some(b) => portmap::add(b, maps, ips).map(|()| b),
-        None => match portmap::add(Backend::IpTables, maps, ips) {
-            Err(_) if portmap::default_backend() == Backend::NfTables => {
-                portmap::add(Backend::NfTables, maps, ips).map(|()| Backend::NfTables)
-            }
-            other => other.map(|()| Backend::IpTables),
-        },
-    }
-}
-
 /// The reference sets `route_localnet` for an IPv4 container when it masquerades.
-fn localnet(conf: &PortmapConf, ips: &[IpNetwork]) -> Result<(), PortmapError> {
+fn localnet(
+    k: &impl PortMapper,
+    conf: &PortmapConf,
+    ips: &[IpNetwork],
+) -> Result<(), PortmapError> {
     if !conf.snat {
         return Ok(());
     }
     for ip in ips {
         if let IpAddr::V4(v4) = ip.ip() {
-            portmap::enable_route_localnet(v4)?;
+            k.route_localnet(v4)?;
         }
     }
     Ok(())

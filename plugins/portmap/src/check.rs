@@ -1,7 +1,7 @@
 //! CHECK (the attachment's rules are there) and STATUS (the backend's tool works).
 
 use hostnet::firewall::Backend;
-use hostnet::firewall::portmap;
+use hostnet::kernel::PortMapper;
 use libcni::Error;
 use libcni::skel::CmdArgs;
 
@@ -9,7 +9,7 @@ use crate::add::port_maps;
 use crate::config::PortmapConf;
 use crate::error::{PortmapError, firewall};
 
-pub fn check(args: &CmdArgs) -> Result<(), PortmapError> {
+pub fn check(k: &impl PortMapper, args: &CmdArgs) -> Result<(), PortmapError> {
     let conf = PortmapConf::load(&args.stdin_data)?;
     if conf.common.prev_result.is_none() {
         return Err(Error::invalid_config("Required prevResult missing").into());
@@ -18,11 +18,8 @@ pub fn check(args: &CmdArgs) -> Result<(), PortmapError> {
         return Ok(());
     }
     let ips = conf.container_ips(args.version, &args.ifname)?;
-    let backend = match conf.backend()? {
-        Some(b) => b,
-        None => portmap::default_backend(),
-    };
-    let there = portmap::check(backend, &port_maps(&conf, args), &ips)
+    let (backend, there) = k
+        .check_ports(conf.backend(k)?, &port_maps(&conf, args), &ips)
         .map_err(firewall("could not check port mappings"))?;
     match there {
         true => Ok(()),
@@ -34,9 +31,9 @@ pub fn check(args: &CmdArgs) -> Result<(), PortmapError> {
 }
 
 /// Ready when the configured backend's tool (automatic: either tool) works here.
-pub fn status(args: &CmdArgs) -> Result<(), PortmapError> {
+pub fn status(k: &impl PortMapper, args: &CmdArgs) -> Result<(), PortmapError> {
     let conf = PortmapConf::load(&args.stdin_data)?;
-    if portmap::usable(conf.backend) {
+    if k.ports_usable(conf.backend) {
         return Ok(());
     }
     Err(PortmapError::Unavailable(match conf.backend {

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use hostnet::firewall::Backend;
 use hostnet::firewall::portmap::{MarkChain, PortMapping, Protocol};
+use hostnet::kernel::PortMapper;
 use ipnetwork::IpNetwork;
 use libcni::Error;
 use libcni::gojson;
@@ -146,11 +147,11 @@ impl PortmapConf {
     /// backend only, the automatic choice probed now (refused if they do not fit it, as
     /// Go's `validateBackend`); else `None`: iptables first, nftables if iptables turns out
     /// unusable (no probe on the common path).
-    pub fn backend(&self) -> Result<Option<Backend>, Error> {
+    pub fn backend(&self, k: &impl PortMapper) -> Result<Option<Backend>, Error> {
         if self.backend.is_some() || self.backend_options.is_empty() {
             return Ok(self.backend);
         }
-        let chosen = hostnet::firewall::portmap::default_backend();
+        let chosen = k.automatic_backend();
         self.options_fit(chosen)?;
         Ok(Some(chosen))
     }

@@ -8,6 +8,10 @@ pub mod config;
 mod error;
 mod teardown;
 
+#[cfg(test)]
+mod tests;
+
+use hostnet::kernel::HostKernel;
 use libcni::skel::{CmdArgs, Plugin};
 use libcni::{CniResult, Error};
 
@@ -15,19 +19,19 @@ pub struct Portmap;
 
 impl Plugin for Portmap {
     fn add(&self, args: &CmdArgs) -> Result<String, Error> {
-        let result: CniResult = add::add(args)?;
+        let result: CniResult = add::add(&HostKernel, args)?;
         result.to_json_at(args.version)
     }
     fn del(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(teardown::del(args)?)
+        Ok(teardown::del(&HostKernel, args)?)
     }
     fn check(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(check::check(args)?)
+        Ok(check::check(&HostKernel, args)?)
     }
     fn status(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(check::status(args)?)
+        Ok(check::status(&HostKernel, args)?)
     }
     fn gc(&self, args: &CmdArgs) -> Result<(), Error> {
-        Ok(teardown::gc(args)?)
+        Ok(teardown::gc(&HostKernel, args)?)
     }
 }

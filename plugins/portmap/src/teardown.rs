@@ -5,14 +5,14 @@
 
 use std::collections::BTreeSet;
 
-use hostnet::firewall::portmap;
+use hostnet::kernel::PortMapper;
 use libcni::skel::CmdArgs;
 use libcni::types::NetConf;
 
 use crate::config::PortmapConf;
 use crate::error::{PortmapError, firewall};
 
-pub fn del(args: &CmdArgs) -> Result<(), PortmapError> {
+pub fn del(k: &impl PortMapper, args: &CmdArgs) -> Result<(), PortmapError> {
     // The network name is needed to find the rules; the rest of the config is not.
     let common = NetConf::parse(&args.stdin_data)?;
     match PortmapConf::load(&args.stdin_data) {
@@ -24,19 +24,20 @@ pub fn del(args: &CmdArgs) -> Result<(), PortmapError> {
             e.msg
         ),
     }
-    portmap::remove(None, &common.name, &args.container_id)
+    k.unmap_ports(None, &common.name, &args.container_id)
         .map_err(firewall("could not remove port mappings"))
 }
 
 /// Removes the iptables mappings of this network's attachments not in
 /// `cni.dev/valid-attachments` (a `null` list is an empty one; without the key nothing
 /// goes).
-pub fn gc(args: &CmdArgs) -> Result<(), PortmapError> {
+pub fn gc(k: &impl PortMapper, args: &CmdArgs) -> Result<(), PortmapError> {
     let common = NetConf::parse(&args.stdin_data)?;
     let Some(list) = common.gc_attachments() else {
         return Ok(());
     };
     let valid: BTreeSet<&str> = list.iter().map(|a| a.container_id.as_str()).collect();
     let valid: Vec<&str> = valid.into_iter().collect();
-    portmap::gc(&common.name, &valid).map_err(firewall("could not collect port mappings"))
+    k.collect_port_maps(&common.name, &valid)
+        .map_err(firewall("could not collect port mappings"))
 }

@@ -57,6 +57,18 @@ pub struct Pod {
     pub result: Value,
 }
 
+impl Pod {
+    /// The pod's address of `v6`'s family in its result, without the prefix.
+    pub fn ip(&self, v6: bool) -> String {
+        let ips = self.result["ips"].as_array().expect("result has ips");
+        let ip = (ips.iter())
+            .filter_map(|i| i["address"].as_str())
+            .find(|a| a.contains(':') == v6)
+            .expect("an address of the family");
+        ip.split('/').next().unwrap_or(ip).to_string()
+    }
+}
+
 impl Node {
     pub fn new(tag: &str) -> Node {
         Node::with_subnets(tag, vec![SUBNET4, SUBNET6])

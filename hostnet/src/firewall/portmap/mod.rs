@@ -6,6 +6,9 @@
 //!
 //! Each family is written in one batch (one `iptables-restore`, one `nft` transaction)
 //! after one read, so a family's mappings appear whole or not at all.
+//!
+//! The plugin reaches these through [`crate::kernel::PortMapper`] (one backend per call
+//! here; the automatic choice and the two-backend removal are the trait's).
 
 mod conntrack;
 mod iptables;
@@ -13,15 +16,15 @@ mod localnet;
 mod nftables;
 mod rules;
 
-pub use conntrack::delete_udp_entries;
-pub use localnet::{LocalnetError, enable_route_localnet};
+pub(crate) use conntrack::delete_udp_entries;
+pub use localnet::LocalnetError;
+pub(crate) use localnet::enable_route_localnet;
 
 use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
 
 use super::Backend;
-use super::backend::{iptables_usable, nftables_usable};
 use super::error::{FirewallError, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,14 +115,14 @@ impl PortMaps<'_> {
 /// Installs the mappings to `ips` (at most one address per family: the container's), one
 /// batch per family, the families at once. Rules this attachment had are replaced. On a
 /// failure nothing of this attachment is left.
-pub fn add(backend: Backend, maps: &PortMaps, ips: &[IpNetwork]) -> Result<()> {
+pub(crate) fn add(backend: Backend, maps: &PortMaps, ips: &[IpNetwork]) -> Result<()> {
     validate(backend, maps, ips)?;
     let result = per_family(ips, |ip| match backend {
         Backend::IpTables => iptables::add(maps, ip),
         Backend::NfTables => nftables::add(maps, ip),
     });
     if result.is_err() {
-        let _ = remove(Some(backend), maps.network, maps.container_id);
+        let _ = remove(backend, maps.network, maps.container_id);
     }
     result
 }
@@ -137,7 +140,7 @@ fn validate(backend: Backend, maps: &PortMaps, ips: &[IpNetwork]) -> Result<()> 
 }
 
 /// Whether every rule [`add`] installs for `ips` is present.
-pub fn check(backend: Backend, maps: &PortMaps, ips: &[IpNetwork]) -> Result<bool> {
+pub(crate) fn check(backend: Backend, maps: &PortMaps, ips: &[IpNetwork]) -> Result<bool> {
     let mut all = true;
     for ip in ips {
         all &= match backend {
@@ -149,48 +152,19 @@ pub fn check(backend: Backend, maps: &PortMaps, ips: &[IpNetwork]) -> Result<boo
 }
 
 /// Removes the attachment's mappings, found by name (no addresses or mappings needed),
-/// from both families of `backend`, or of both backends when `None` (the attachment may
-/// have been made under another config). A backend whose tool is unusable is skipped.
-pub fn remove(backend: Option<Backend>, network: &str, container_id: &str) -> Result<()> {
-    let ipt = || iptables::remove(network, container_id);
-    let nft = || nftables::remove(container_id);
+/// from both families of `backend`.
+pub(crate) fn remove(backend: Backend, network: &str, container_id: &str) -> Result<()> {
     match backend {
-        Some(Backend::IpTables) => counted(ipt(), iptables_usable),
-        Some(Backend::NfTables) => counted(nft(), nftables_usable),
-        None => {
-            let (a, b) = std::thread::scope(|s| {
-                let nft = sysproc::task::start(s, || counted(nft(), nftables_usable));
-                (counted(ipt(), iptables_usable), nft.join())
-            });
-            FirewallError::collect([a, b].into_iter().filter_map(Result::err).collect())
-        }
+        Backend::IpTables => iptables::remove(network, container_id),
+        Backend::NfTables => nftables::remove(container_id),
     }
 }
 
 /// CNI GC: removes the iptables mappings of `network` whose container is not in `valid`.
 /// The nftables rules are named by container ID only, not by network, so GC of one
 /// network cannot tell another network's rules from stale ones there: they are kept.
-pub fn gc(network: &str, valid: &[&str]) -> Result<()> {
-    counted(iptables::gc(network, valid), iptables_usable)
-}
-
-/// Whether `backend`'s tool works here (`None`: either one, the automatic choice).
-pub fn usable(backend: Option<Backend>) -> bool {
-    match backend {
-        Some(Backend::IpTables) => iptables_usable(),
-        Some(Backend::NfTables) => nftables_usable(),
-        None => iptables_usable() || nftables_usable(),
-    }
-}
-
-/// The automatic choice (`utils.SupportsIPTables`/`SupportsNFTables`): iptables, unless
-/// it is unusable and nftables usable.
-pub fn default_backend() -> Backend {
-    if !iptables_usable() && nftables_usable() {
-        Backend::NfTables
-    } else {
-        Backend::IpTables
-    }
+pub(crate) fn gc(network: &str, valid: &[&str]) -> Result<()> {
+    iptables::gc(network, valid)
 }
 
 /// `op` for each address (one per family), the families at once; every failure returned.
@@ -207,14 +181,6 @@ fn per_family(ips: &[IpNetwork], op: impl Fn(&IpNetwork) -> Result<()> + Sync) -
             .collect()
     });
     FirewallError::collect(results.into_iter().filter_map(Result::err).collect())
-}
-
-/// A failure counts only when the backend's tool is usable here (probed only then).
-fn counted(result: Result<()>, usable: fn() -> bool) -> Result<()> {
-    match result {
-        Err(e) if usable() => Err(e),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,14 @@
 //! Port mappings, nftables backend: tables `ip cni_hostport` and `ip6 cni_hostport` as the
 //! reference's `portmap_nftables.go` (knftables) makes them, each attachment's rules named
-//! by the container ID in their comment. Per family one `nft -j list` and one `nft -f -`
-//! transaction.
+//! by the container ID in their comment (see [`rules::nft_base`] for the layout). Per
+//! family one `nft -j list` and one `nft -f -` transaction.
 
 use ipnetwork::IpNetwork;
 
 use super::PortMaps;
-use super::rules::{self, NFT_RULE_CHAINS, NFT_TABLE};
+use serde_json::json;
+
+use super::rules::{self, NFT_HOOKS, NFT_HOSTPORTS, NFT_HOSTPORTS_ALL, NFT_RULE_CHAINS, NFT_TABLE};
 use crate::firewall::error::Result;
 use crate::firewall::nft::{self, Listing};
 
@@ -29,14 +31,14 @@ fn deletions(listing: &Listing, v6: bool, container_id: &str) -> Vec<String> {
         .collect()
 }
 
-/// Installs the mappings to `ip`, replacing rules the attachment had (the reference adds
-/// them again beside the old ones).
 /// Refuses what the config gives that a script cannot carry.
 pub fn validate(maps: &PortMaps, v6: bool) -> Result<()> {
     nft::check_comment(maps.container_id)?;
     rules::nft_base(maps, v6).map(drop)
 }
 
+/// Installs the mappings to `ip`, replacing rules the attachment had (the reference adds
+/// them again beside the old ones), its rules of an earlier layout included.
 pub fn add(maps: &PortMaps, ip: &IpNetwork) -> Result<()> {
     let v6 = ip.is_ipv6();
     let base = rules::nft_base(maps, v6)?;
@@ -53,15 +55,38 @@ pub fn add(maps: &PortMaps, ip: &IpNetwork) -> Result<()> {
 }
 
 /// As the reference checks: each chain holds at least as many of the attachment's rules as
-/// [`add`] writes there.
+/// [`add`] writes there. Beyond the reference, the table must route as [`add`] lays it out:
+/// a table of the earlier layout maps forwarded traffic too, and only an ADD repairs it.
 pub fn check(maps: &PortMaps, ip: &IpNetwork) -> Result<bool> {
     let listing = nft::list(&table(ip.is_ipv6()))?.unwrap_or_default();
-    Ok(rules::nft_expected(maps, ip).iter().all(|(chain, want)| {
+    let counts = rules::nft_expected(maps, ip).iter().all(|(chain, want)| {
         let have = (listing.rules_in(chain))
             .filter(|r| r.comment.as_deref() == Some(maps.container_id))
             .count();
         have >= *want
-    }))
+    });
+    Ok(counts && routes_local_only(&listing))
+}
+
+/// Whether each hook holds rules, every one a jump to `hostports_all` behind
+/// `fib daddr type local`, and `hostports_all` jumps to `hostports`.
+fn routes_local_only(listing: &Listing) -> bool {
+    let fib = json!({ "match": { "op": "==", "right": "local",
+        "left": { "fib": { "result": "type", "flags": ["daddr"] } } } });
+    let jump = |to: &str| json!({ "jump": { "target": to } });
+    let to_all = jump(NFT_HOSTPORTS_ALL);
+    let guarded = |r: &nft::Rule| {
+        r.expr
+            .as_array()
+            .is_some_and(|e| e.contains(&fib) && e.last() == Some(&to_all))
+    };
+    let hooks = NFT_HOOKS.iter().all(|hook| {
+        let mut rules = listing.rules_in(hook).peekable();
+        rules.peek().is_some() && rules.all(guarded)
+    });
+    let reaches =
+        (listing.rules_in(NFT_HOSTPORTS_ALL)).any(|r| r.expr == json!([jump(NFT_HOSTPORTS)]));
+    hooks && reaches
 }
 
 /// Deletes the attachment's rules in both families; a missing table has none. Tables and

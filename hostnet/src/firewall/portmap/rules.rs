@@ -198,11 +198,19 @@ pub fn check_chain_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// nftables: the table of each family and its chains.
+/// nftables: the table of each family and its chains, as the reference lays them out
+/// since containernetworking/plugins #1210: both hooks jump to `hostports_all` only for
+/// traffic to a local address (`fib daddr type local`, iptables' `--dst-type LOCAL`), and
+/// `hostports_all` jumps to `hostports` (every mapping, a `hostIP` one with its `daddr`)
+/// and to `hostip_hostports` (where earlier versions put the `hostIP` ones; kept so their
+/// rules stay reachable, behind the same check, until their DEL).
 pub const NFT_TABLE: &str = "cni_hostport";
 pub const NFT_HOSTPORTS: &str = "hostports";
 pub const NFT_HOSTIP_HOSTPORTS: &str = "hostip_hostports";
+pub const NFT_HOSTPORTS_ALL: &str = "hostports_all";
 pub const NFT_MASQUERADING: &str = "masquerading";
+/// The base chains, rewritten by every ADD.
+pub const NFT_HOOKS: [&str; 2] = ["prerouting", "output"];
 /// The chains holding an attachment's rules.
 pub const NFT_RULE_CHAINS: [&str; 3] = [NFT_HOSTPORTS, NFT_HOSTIP_HOSTPORTS, NFT_MASQUERADING];
 
@@ -210,24 +218,30 @@ pub fn nft_family(v6: bool) -> &'static str {
     if v6 { "ip6" } else { "ip" }
 }
 
-/// The table, its base chains and their jumps as knftables writes them for the reference
-/// (the base chains' rules are rewritten by every ADD).
+/// The table, its chains and their jumps as knftables writes them for the reference.
+/// The hooks and `hostports_all` are flushed and written again, which also repairs a table
+/// of the earlier layout (whose `prerouting` jumped to the mappings for any destination,
+/// so forwarded traffic to a mapped port was DNATed into the pod).
 pub fn nft_base(maps: &PortMaps, v6: bool) -> Result<String> {
     let t = format!("{} {NFT_TABLE}", nft_family(v6));
     let conds = nft_words(maps.conditions(v6))?;
+    let all = NFT_HOSTPORTS_ALL;
     let mut lines = vec![
         format!("add table {t} {{ comment \"CNI portmap plugin\" ; }}"),
         format!("add chain {t} {NFT_HOSTPORTS}"),
         format!("add chain {t} {NFT_HOSTIP_HOSTPORTS}"),
-        format!("add chain {t} prerouting {{ type nat hook prerouting priority -100 ; }}"),
-        format!("flush chain {t} prerouting"),
-        format!("add rule {t} prerouting{conds} jump {NFT_HOSTIP_HOSTPORTS}"),
-        format!("add rule {t} prerouting{conds} jump {NFT_HOSTPORTS}"),
-        format!("add chain {t} output {{ type nat hook output priority -100 ; }}"),
-        format!("flush chain {t} output"),
-        format!("add rule {t} output{conds} jump {NFT_HOSTIP_HOSTPORTS}"),
-        format!("add rule {t} output{conds} fib daddr type local jump {NFT_HOSTPORTS}"),
+        format!("add chain {t} {all}"),
+        format!("flush chain {t} {all}"),
+        format!("add rule {t} {all} jump {NFT_HOSTIP_HOSTPORTS}"),
+        format!("add rule {t} {all} jump {NFT_HOSTPORTS}"),
     ];
+    for hook in NFT_HOOKS {
+        lines.extend([
+            format!("add chain {t} {hook} {{ type nat hook {hook} priority -100 ; }}"),
+            format!("flush chain {t} {hook}"),
+            format!("add rule {t} {hook}{conds} fib daddr type local jump {all}"),
+        ]);
+    }
     if maps.snat {
         lines.push(format!(
             "add chain {t} {NFT_MASQUERADING} {{ type nat hook postrouting priority 100 ; }}"
@@ -236,7 +250,8 @@ pub fn nft_base(maps: &PortMaps, v6: bool) -> Result<String> {
     Ok(lines.join("\n") + "\n")
 }
 
-/// The attachment's nft rules for the container address `ip` (comment: the container ID).
+/// The attachment's nft rules for the container address `ip` (comment: the container ID),
+/// every mapping in `hostports`.
 pub fn nft_rules(maps: &PortMaps, ip: &IpNetwork) -> Vec<String> {
     let v6 = ip.is_ipv6();
     let f = nft_family(v6);
@@ -248,18 +263,12 @@ pub fn nft_rules(maps: &PortMaps, ip: &IpNetwork) -> Vec<String> {
         let Some(dst) = m.destination(v6) else {
             continue;
         };
-        let (chain, dst) = match dst {
-            Some(d) => (NFT_HOSTIP_HOSTPORTS, format!(" {f} daddr {d}")),
-            None => (NFT_HOSTPORTS, String::new()),
-        };
-        let (p, hp, cp) = (m.protocol.as_str(), m.host_port, m.container_port);
-        let dnat = match v6 {
-            false => format!("ip protocol {p} th dport {hp} dnat ip addr . port to {to} . {cp}"),
-            // The reference's `ip6 protocol` is no nft syntax and nft 1.0.6 aborts on an
-            // IPv6 `addr . port` mapping: the same rule (as nft lists it) said another way.
-            true => format!("meta l4proto {p} th dport {hp} dnat ip6 to [{to}]:{cp}"),
-        };
-        out.push(format!("add rule {t} {chain}{dst} {dnat} comment \"{c}\""));
+        let dst = dst.map_or(String::new(), |d| format!(" {f} daddr {d}"));
+        let (p, hp) = (m.protocol.as_str(), m.host_port);
+        let to = ip_port(to, m.container_port);
+        out.push(format!(
+            "add rule {t} {NFT_HOSTPORTS}{dst} {p} dport {hp} dnat to {to} comment \"{c}\""
+        ));
     }
     if maps.snat {
         out.push(format!(
@@ -275,23 +284,17 @@ pub fn nft_rules(maps: &PortMaps, ip: &IpNetwork) -> Vec<String> {
 }
 
 /// How many rules of the attachment each chain holds after [`nft_rules`] (CHECK).
-pub fn nft_expected(maps: &PortMaps, ip: &IpNetwork) -> [(&'static str, usize); 3] {
+pub fn nft_expected(maps: &PortMaps, ip: &IpNetwork) -> [(&'static str, usize); 2] {
     let v6 = ip.is_ipv6();
-    let of = |with_ip: bool| {
-        (maps.mappings.iter())
-            .filter(|m| m.destination(v6).is_some_and(|d| d.is_some() == with_ip))
-            .count()
-    };
+    let mapped = (maps.mappings.iter())
+        .filter(|m| m.destination(v6).is_some())
+        .count();
     let masq = match (maps.snat, v6) {
         (false, _) => 0,
         (true, true) => 1,
         (true, false) => 2,
     };
-    [
-        (NFT_HOSTPORTS, of(false)),
-        (NFT_HOSTIP_HOSTPORTS, of(true)),
-        (NFT_MASQUERADING, masq),
-    ]
+    [(NFT_HOSTPORTS, mapped), (NFT_MASQUERADING, masq)]
 }
 
 /// nft conditions joined into a rule; a line break or `;` (another statement) is refused.

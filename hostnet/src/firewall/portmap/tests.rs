@@ -176,6 +176,8 @@ fn chain_names_and_comments() {
     assert!(c.ends_with("..."));
 }
 
+/// As the Go plugin (v1.9's rule form, #1210's layout) writes them: every mapping in
+/// `hostports`, a `hostIP` one with its `daddr`.
 #[test]
 fn nft_rules_are_what_knftables_writes() {
     let m = tcp_and_udp();
@@ -183,25 +185,70 @@ fn nft_rules_are_what_knftables_writes() {
     assert_eq!(
         nft_rules(&maps(&m), &ip),
         [
-            "add rule ip cni_hostport hostports ip protocol tcp th dport 30080 dnat ip addr . port to 10.249.0.5 . 80 comment \"pm1\"",
-            "add rule ip cni_hostport hostip_hostports ip daddr 10.249.0.1 ip protocol udp th dport 30053 dnat ip addr . port to 10.249.0.5 . 53 comment \"pm1\"",
+            "add rule ip cni_hostport hostports tcp dport 30080 dnat to 10.249.0.5:80 comment \"pm1\"",
+            "add rule ip cni_hostport hostports ip daddr 10.249.0.1 udp dport 30053 dnat to 10.249.0.5:53 comment \"pm1\"",
             "add rule ip cni_hostport masquerading ip saddr 10.249.0.5 ip daddr 10.249.0.5 masquerade comment \"pm1\"",
             "add rule ip cni_hostport masquerading ip saddr 127.0.0.1 ip daddr 10.249.0.5 masquerade comment \"pm1\"",
         ]
     );
     assert_eq!(
         nft_expected(&maps(&m), &ip),
-        [
-            ("hostports", 1),
-            ("hostip_hostports", 1),
-            ("masquerading", 2)
-        ]
+        [("hostports", 2), ("masquerading", 2)]
     );
-    let base = nft_base(&maps(&m), true).unwrap();
-    assert!(base.starts_with("add table ip6 cni_hostport { comment \"CNI portmap plugin\" ; }\n"));
-    assert!(
-        base.contains("add rule ip6 cni_hostport output fib daddr type local jump hostports\n")
+    let ip6: IpNetwork = "fd00::5/64".parse().unwrap();
+    assert_eq!(
+        nft_rules(&maps(&m), &ip6)[0],
+        "add rule ip6 cni_hostport hostports tcp dport 30080 dnat to [fd00::5]:80 comment \"pm1\""
     );
+    assert_eq!(
+        nft_expected(&maps(&m), &ip6),
+        [("hostports", 1), ("masquerading", 1)]
+    );
+}
+
+/// Both hooks reach the mappings only for a local destination, through `hostports_all`.
+#[test]
+fn nft_hooks_map_only_traffic_to_the_node() {
+    let m = tcp_and_udp();
+    let conds = [
+        "ip".to_string(),
+        "daddr".into(),
+        "!=".into(),
+        "10.0.0.9".into(),
+    ];
+    let mut pm = maps(&m);
+    pm.conditions_v4 = &conds;
+    let base = nft_base(&pm, false).unwrap();
+    let t = "ip cni_hostport";
+    let want = [
+        format!("add table {t} {{ comment \"CNI portmap plugin\" ; }}"),
+        format!("add chain {t} hostports"),
+        format!("add chain {t} hostip_hostports"),
+        format!("add chain {t} hostports_all"),
+        format!("flush chain {t} hostports_all"),
+        format!("add rule {t} hostports_all jump hostip_hostports"),
+        format!("add rule {t} hostports_all jump hostports"),
+        format!("add chain {t} prerouting {{ type nat hook prerouting priority -100 ; }}"),
+        format!("flush chain {t} prerouting"),
+        format!(
+            "add rule {t} prerouting ip daddr != 10.0.0.9 fib daddr type local jump hostports_all"
+        ),
+        format!("add chain {t} output {{ type nat hook output priority -100 ; }}"),
+        format!("flush chain {t} output"),
+        format!("add rule {t} output ip daddr != 10.0.0.9 fib daddr type local jump hostports_all"),
+        format!("add chain {t} masquerading {{ type nat hook postrouting priority 100 ; }}"),
+    ];
+    assert_eq!(base.lines().collect::<Vec<_>>(), want);
+    // Every rule that reaches a mapping chain from a hook passes the fib check.
+    for line in base.lines().filter(|l| l.contains("jump")) {
+        let from_hook = NFT_HOOKS
+            .iter()
+            .any(|h| line.starts_with(&format!("add rule {t} {h} ")));
+        assert!(
+            !from_hook || line.contains("fib daddr type local"),
+            "{line}"
+        );
+    }
 }
 
 #[test]

@@ -113,7 +113,8 @@ fn mark_and_backend_options() {
         json!({"backend": "iptables", "conditionsV4": ["-s", "1.2.3.4"]}),
     ))
     .unwrap();
-    assert_eq!(c.backend().unwrap(), Some(Backend::IpTables));
+    let k = hostnet::kernel::fake::FakeKernel::new();
+    assert_eq!(c.backend(&k).unwrap(), Some(Backend::IpTables));
 }
 
 #[test]
