@@ -96,6 +96,7 @@ fn both_backends_leave_forwarded_traffic_alone(backend: Value, tag: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn nftables_maps_only_traffic_to_the_node() {
     if !privileged("nftables_maps_only_traffic_to_the_node") {
         return;
@@ -104,6 +105,7 @@ fn nftables_maps_only_traffic_to_the_node() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn iptables_maps_only_traffic_to_the_node() {
     if !privileged("iptables_maps_only_traffic_to_the_node") {
         return;
@@ -149,6 +151,7 @@ fn old_layout_is_repaired_by_the_next_add(go_form: bool, tag: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_old_layout_of_ours_is_repaired_by_the_next_add() {
     if !privileged("an_old_layout_of_ours_is_repaired_by_the_next_add") {
         return;
@@ -157,6 +160,7 @@ fn an_old_layout_of_ours_is_repaired_by_the_next_add() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_go_v1_9_layout_is_repaired_by_the_next_add() {
     if !privileged("a_go_v1_9_layout_is_repaired_by_the_next_add") {
         return;
@@ -165,6 +169,7 @@ fn a_go_v1_9_layout_is_repaired_by_the_next_add() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn check_fails_on_the_old_layout() {
     if !privileged("check_fails_on_the_old_layout") {
         return;
