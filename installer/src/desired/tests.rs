@@ -572,3 +572,72 @@ fn a_flood_of_nodes_claiming_one_range_leaves_it_with_the_oldest() {
         .count();
     assert_eq!(refused, 4999);
 }
+
+/// Providers that list every interface address (issue 27, item 8): only the address a route
+/// or the overlay uses, the first InternalIP of each family, is judged.
+#[test]
+fn a_shared_address_listed_beside_the_used_one_refuses_nothing() {
+    // A VIP that is also this node's address, and one inside a peer's pod range, listed
+    // after each node's own address: every node is still served.
+    let vip = "192.168.0.1"; // this node holds it now
+    let shared = |name: &str, cidrs: &[&str], ips: &[&str]| {
+        let mut all = ips.to_vec();
+        all.extend([vip, "10.244.1.9", "fd00:1::1", "fd00:244:1::9"]);
+        node(name, cidrs, &all)
+    };
+    let nodes = [
+        me(),
+        shared(
+            "peer",
+            &["10.244.1.0/24", "fd00:244:1::/64"],
+            &["192.168.0.2", "fd00:1::2"],
+        ),
+        shared(
+            "peer3",
+            &["10.244.3.0/24", "fd00:244:3::/64"],
+            &["192.168.0.3", "fd00:1::3"],
+        ),
+    ];
+    for mode in [Mode::HostGw, Mode::Auto] {
+        let d = with_mode(mode, &nodes);
+        assert!(d.warnings.is_empty(), "{mode:?}: {:?}", d.warnings);
+        assert_eq!(
+            d.routes.into_iter().collect::<Vec<_>>(),
+            [
+                route("10.244.1.0/24", "192.168.0.2"),
+                route("10.244.3.0/24", "192.168.0.3"),
+                route("fd00:244:1::/64", "fd00:1::2"),
+                route("fd00:244:3::/64", "fd00:1::3"),
+            ],
+            "{mode:?}"
+        );
+    }
+    // The overlay uses the first InternalIP of the underlay's family only.
+    let d = with_mode(Mode::Vxlan, &nodes);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    let ends: Vec<IpAddr> = d.overlay.iter().map(|p| p.node_ip).collect();
+    assert_eq!(ends, [ip4("192.168.0.2"), ip4("192.168.0.3")]);
+
+    // The used address is still judged: the VIP first is this node's, a pod address first
+    // is a pod's.
+    refused(
+        node("bad", &["10.244.7.0/24"], &[vip, "192.168.0.7"]),
+        &["InternalIP 192.168.0.1", "address of this node"],
+    );
+    refused(
+        node("bad", &["10.244.7.0/24"], &["10.244.1.9", "192.168.0.7"]),
+        &["InternalIP 10.244.1.9", "pod address"],
+    );
+    // Several of one family where only a later one is bad: served by the first.
+    let d = run(&[
+        me(),
+        good_peer(),
+        node("two", &["10.244.7.0/24"], &["192.168.0.7", vip]),
+    ]);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    assert!(d.routes.contains(&route("10.244.7.0/24", "192.168.0.7")));
+}
+
+fn ip4(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
