@@ -53,6 +53,8 @@ struct Agent<'a> {
     warned: BTreeSet<String>,
     warning: BTreeSet<String>,
     own: Vec<IpNetwork>,
+    /// This node's last valid Node, kept through an API glitch (`desired_keeping`).
+    last_own: Option<Arc<NodeInfo>>,
     nodes: Option<Vec<Arc<NodeInfo>>>,
     retry: Backoff,
     retry_at: Option<Instant>,
@@ -136,6 +138,7 @@ pub fn run(
         warned: BTreeSet::new(),
         warning: BTreeSet::new(),
         own: Vec::new(),
+        last_own: None,
         nodes: None,
         retry: Backoff::new(MAX_RETRY),
         retry_at: None,
@@ -344,7 +347,8 @@ impl Agent<'_> {
             addrs: &addrs,
             on_link: &mut on_link,
         };
-        let d = desired::desired(&self.installer.node, nodes, local, &self.options);
+        let me = &self.installer.node;
+        let d = desired::desired_keeping(me, nodes, local, &self.options, &mut self.last_own);
         for w in &d.warnings {
             self.warn_once(format!("warning: {w}"));
         }

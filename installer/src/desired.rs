@@ -327,6 +327,70 @@ pub fn desired<N: Borrow<NodeInfo>>(
     out
 }
 
+/// [`desired`], keeping this node's last good Node through an API glitch. When its Node is
+/// missing from the list (deleted, or absent from a re-list), refused, or has no pod
+/// ranges (re-created, not assigned yet), the state is computed with `last_good` in its
+/// place, so its pods keep their masquerade, forwarding and overlay; a warning says so.
+/// A valid Node of this node replaces `last_good`, also with other ranges or addresses
+/// (a real change applies at once). Without `last_good` (nothing valid seen since the
+/// agent started) there is nothing to keep: as [`desired`].
+pub fn desired_keeping<N: Borrow<NodeInfo> + Clone>(
+    me: &str,
+    nodes: &[N],
+    local: Local,
+    opts: &Options,
+    last_good: &mut Option<N>,
+) -> Desired {
+    let listed = desired(
+        me,
+        nodes,
+        Local {
+            addrs: local.addrs,
+            on_link: &mut *local.on_link,
+        },
+        opts,
+    );
+    if listed.own_error.is_none() && !listed.own_cidrs.is_empty() {
+        *last_good = nodes
+            .iter()
+            .find(|n| Borrow::<NodeInfo>::borrow(*n).name == me)
+            .cloned();
+        return listed;
+    }
+    let Some(kept) = last_good.as_ref() else {
+        return listed;
+    };
+    let why = listed
+        .own_error
+        .unwrap_or_else(|| format!("node {me}: no podCIDRs in its Node"));
+    let mut with_kept: Vec<N> = nodes
+        .iter()
+        .filter(|n| Borrow::<NodeInfo>::borrow(*n).name != me)
+        .cloned()
+        .collect();
+    with_kept.push(kept.clone());
+    let mut d = desired(me, &with_kept, local, opts);
+    let k: &NodeInfo = kept.borrow();
+    let ips: Vec<String> = k
+        .ips
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|ip| ip.to_string())
+        .collect();
+    let ranges: Vec<String> = d.own_cidrs.iter().map(|n| n.to_string()).collect();
+    d.warnings.insert(
+        0,
+        format!(
+            "{why}; keeping its last good state (pod ranges {}, InternalIPs {}) until a \
+             valid Node of it arrives",
+            ranges.join(","),
+            ips.join(",")
+        ),
+    );
+    d
+}
+
 /// This node's underlay address for the overlay: the first of its InternalIPs (kubelet
 /// lists the cluster's primary family first, so every node picks the same family), which
 /// must be an address of this node (the device sends from it). One device, one family:
