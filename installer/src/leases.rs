@@ -68,7 +68,7 @@ fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LeaseEr
 }
 
 /// This boot's start, from `/proc/stat` text.
-pub fn boot_time(proc_stat: &str) -> Result<SystemTime, LeaseError> {
+fn boot_time(proc_stat: &str) -> Result<SystemTime, LeaseError> {
     proc_stat
         .lines()
         .find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok())
