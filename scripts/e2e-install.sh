@@ -199,9 +199,12 @@ http_code() { ip netns exec "$(ns_of "$1")" curl -s -o /dev/null -w '%{http_code
 has_table() { ip netns exec "$(ns_of "$1")" nft list table inet cni-rs >/dev/null 2>&1; }
 
 step "the installer container on every node (DaemonSet mode)"
-# A lease from before this boot (freed at start) and one of a pod started since (kept).
+# A lease from before this boot (freed at start) and one of a pod started since (kept);
+# the store was cleaned last in an earlier boot (its boot_id recorded beside the leases).
 leases=$(host 1)/var/lib/cni/networks/cni-rs
 mkdir -p "$leases"
+printf '# cni-install: leases of boots before this one were freed; not a lease #\nan-earlier-boot\n' \
+    >"$leases/boot_id.cni-install"
 printf 'old\r\neth0' >"$leases/10.88.1.200"
 touch -d "@$(($(awk '/^btime/ {print $2}' /proc/stat) - 3600))" "$leases/10.88.1.200"
 printf 'new\r\neth0' >"$leases/10.88.1.201"
@@ -337,7 +340,7 @@ done
 ! ip netns exec "$(ns_of 2)" nft list table ip cni_hostport 2>/dev/null | grep -q "${ip4[$c3]}" ||
     die "node 2: DEL left the hostPort rules of ${ip4[$c3]}"
 for i in 1 2; do
-    left=$(find "$(host "$i")/var/lib/cni/networks/cni-rs" -type f -name '*[.:]*' ! -name 'last_reserved_ip.*' ! -name 'index.host-local')
+    left=$(find "$(host "$i")/var/lib/cni/networks/cni-rs" -type f -name '*[.:]*' ! -name 'last_reserved_ip.*' ! -name 'index.host-local' ! -name 'boot_id.cni-install')
     [[ -z $left ]] || die "node $i leases left: $left"
     cached=$(find "$(host "$i")/var/lib/cni/results" -type f 2>/dev/null)
     [[ -z $cached ]] || die "node $i cached results left: $cached"

@@ -53,6 +53,8 @@ struct Agent<'a> {
     warned: BTreeSet<String>,
     warning: BTreeSet<String>,
     own: Vec<IpNetwork>,
+    /// This node's last valid Node, kept through an API glitch (`desired_keeping`).
+    last_own: Option<Arc<NodeInfo>>,
     nodes: Option<Vec<Arc<NodeInfo>>>,
     retry: Backoff,
     retry_at: Option<Instant>,
@@ -136,6 +138,7 @@ pub fn run(
         warned: BTreeSet::new(),
         warning: BTreeSet::new(),
         own: Vec::new(),
+        last_own: None,
         nodes: None,
         retry: Backoff::new(MAX_RETRY),
         retry_at: None,
@@ -173,16 +176,18 @@ pub fn run(
 
 /// host-local's leases of an earlier boot (see `leases`); a failure is logged, not fatal.
 pub fn free_stale_leases(args: &Args) {
-    let boot = std::fs::read_to_string("/proc/stat")
-        .map_err(|e| e.to_string())
-        .and_then(|s| leases::boot_time(&s).map_err(|e| e.to_string()));
-    let result = boot.and_then(|boot| {
-        leases::free_before(&args.ipam_data_dir, crate::conflist::NETWORK_NAME, boot)
-            .map_err(|e| e.to_string())
-    });
+    let network = crate::conflist::NETWORK_NAME;
+    let result = leases::Boot::read()
+        .and_then(|boot| leases::free_stale(&args.ipam_data_dir, network, &boot));
     match result {
-        Ok(freed) if freed.is_empty() => {}
-        Ok(freed) => {
+        Ok(leases::Cleanup::Done) => {}
+        Ok(leases::Cleanup::Marked) => log(&format!(
+            "leases: this boot recorded in {}/{network}/{}; none freed (no earlier record: \
+             leases of an earlier boot, if any, are freed after the next reboot)",
+            args.ipam_data_dir.display(),
+            leases::MARKER
+        )),
+        Ok(leases::Cleanup::Freed(freed)) => {
             let freed: Vec<String> = freed.iter().map(|ip| ip.to_string()).collect();
             log(&format!(
                 "freed {} lease(s) of pods from before this boot: {}",
@@ -342,7 +347,8 @@ impl Agent<'_> {
             addrs: &addrs,
             on_link: &mut on_link,
         };
-        let d = desired::desired(&self.installer.node, nodes, local, &self.options);
+        let me = &self.installer.node;
+        let d = desired::desired_keeping(me, nodes, local, &self.options, &mut self.last_own);
         for w in &d.warnings {
             self.warn_once(format!("warning: {w}"));
         }

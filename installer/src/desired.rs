@@ -60,7 +60,16 @@ struct Candidate<'a> {
     created: &'a str,
     field: &'static str,
     cidrs: &'a [IpNetwork],
-    ips: &'a [IpAddr],
+    /// The InternalIPs a route or the overlay uses: the first of each family. The others
+    /// are not judged (providers list every interface address, a shared VIP included).
+    ips: [Option<IpAddr>; 2],
+}
+
+/// The first InternalIP of each family, in API order: the only ones routes and the overlay
+/// use.
+fn used_ips(ips: &[IpAddr]) -> [Option<IpAddr>; 2] {
+    let first = |v4: bool| ips.iter().copied().find(|ip| ip.is_ipv4() == v4);
+    [first(true), first(false)]
 }
 
 /// An address as one ordered number per family (IPv4 before IPv6).
@@ -137,18 +146,19 @@ pub fn desired<N: Borrow<NodeInfo>>(
                 created: &node.created,
                 field: node.pod_cidrs_field,
                 cidrs,
-                ips: &[],
+                ips: [None, None],
             });
             continue;
         }
+        let ips = used_ips(node.ips.as_deref().unwrap_or_default());
         let bad = match &node.ips {
             Err(e) => Some(e.clone()),
-            Ok(ips) => ips
+            Ok(_) => ips
                 .iter()
+                .flatten()
                 .find(|ip| local_addrs.contains(ip))
                 .map(|ip| format!("status.addresses InternalIP {ip} is an address of this node")),
         };
-        let ips = node.ips.as_deref().unwrap_or_default();
         if let Some(msg) = bad {
             warn(format!("node {}: {msg}; node skipped", node.name));
             continue;
@@ -196,7 +206,7 @@ pub fn desired<N: Borrow<NodeInfo>>(
                     c.field
                 ));
             }
-            if holds(&local_keys, net) || c.ips.iter().any(|ip| holds(&[key(*ip)], net)) {
+            if holds(&local_keys, net) || c.ips.iter().flatten().any(|ip| holds(&[key(*ip)], net)) {
                 return Some(format!("{} {net} contains a node address", c.field));
             }
             (local.on_link)(net.network()).then(|| {
@@ -223,7 +233,7 @@ pub fn desired<N: Borrow<NodeInfo>>(
         if refused.contains_key(&i) {
             continue;
         }
-        if let Some(ip) = c.ips.iter().find(|ip| pod_address(ip)) {
+        if let Some(ip) = c.ips.iter().flatten().find(|ip| pod_address(ip)) {
             refused.insert(
                 i,
                 format!("status.addresses InternalIP {ip} is a pod address"),
@@ -258,11 +268,15 @@ pub fn desired<N: Borrow<NodeInfo>>(
         }
         pod_ranges.extend(c.cidrs.iter().copied());
         // The peer's end of the overlay: its InternalIP of our underlay's family.
-        let peer_underlay =
-            underlay.and_then(|u| c.ips.iter().find(|ip| ip.is_ipv4() == u.is_ipv4()));
+        let peer_underlay = underlay.and_then(|u| {
+            c.ips
+                .iter()
+                .flatten()
+                .find(|ip| ip.is_ipv4() == u.is_ipv4())
+        });
         let mut overlay = Vec::new();
         for net in c.cidrs {
-            let gw = c.ips.iter().find(|ip| family_matches(net, ip));
+            let gw = c.ips.iter().flatten().find(|ip| family_matches(net, ip));
             if opts.mode != Mode::Vxlan
                 && let Some(gw) = gw.filter(|gw| (local.on_link)(**gw))
             {
@@ -311,6 +325,70 @@ pub fn desired<N: Borrow<NodeInfo>>(
     out.policy = policy(&own_cidrs, &pod_ranges, opts);
     out.own_cidrs = own_cidrs;
     out
+}
+
+/// [`desired`], keeping this node's last good Node through an API glitch. When its Node is
+/// missing from the list (deleted, or absent from a re-list), refused, or has no pod
+/// ranges (re-created, not assigned yet), the state is computed with `last_good` in its
+/// place, so its pods keep their masquerade, forwarding and overlay; a warning says so.
+/// A valid Node of this node replaces `last_good`, also with other ranges or addresses
+/// (a real change applies at once). Without `last_good` (nothing valid seen since the
+/// agent started) there is nothing to keep: as [`desired`].
+pub fn desired_keeping<N: Borrow<NodeInfo> + Clone>(
+    me: &str,
+    nodes: &[N],
+    local: Local,
+    opts: &Options,
+    last_good: &mut Option<N>,
+) -> Desired {
+    let listed = desired(
+        me,
+        nodes,
+        Local {
+            addrs: local.addrs,
+            on_link: &mut *local.on_link,
+        },
+        opts,
+    );
+    if listed.own_error.is_none() && !listed.own_cidrs.is_empty() {
+        *last_good = nodes
+            .iter()
+            .find(|n| Borrow::<NodeInfo>::borrow(*n).name == me)
+            .cloned();
+        return listed;
+    }
+    let Some(kept) = last_good.as_ref() else {
+        return listed;
+    };
+    let why = listed
+        .own_error
+        .unwrap_or_else(|| format!("node {me}: no podCIDRs in its Node"));
+    let mut with_kept: Vec<N> = nodes
+        .iter()
+        .filter(|n| Borrow::<NodeInfo>::borrow(*n).name != me)
+        .cloned()
+        .collect();
+    with_kept.push(kept.clone());
+    let mut d = desired(me, &with_kept, local, opts);
+    let k: &NodeInfo = kept.borrow();
+    let ips: Vec<String> = k
+        .ips
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|ip| ip.to_string())
+        .collect();
+    let ranges: Vec<String> = d.own_cidrs.iter().map(|n| n.to_string()).collect();
+    d.warnings.insert(
+        0,
+        format!(
+            "{why}; keeping its last good state (pod ranges {}, InternalIPs {}) until a \
+             valid Node of it arrives",
+            ranges.join(","),
+            ips.join(",")
+        ),
+    );
+    d
 }
 
 /// This node's underlay address for the overlay: the first of its InternalIPs (kubelet

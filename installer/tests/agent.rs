@@ -362,7 +362,17 @@ fn leases_of_an_earlier_boot_are_freed_at_start_and_a_live_one_survives() {
         .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())
         .unwrap();
     let boot = SystemTime::UNIX_EPOCH + Duration::from_secs(btime);
-    // A simulated reboot: leases written before this boot, one pod started since.
+    // A simulated reboot: the store was cleaned last in another boot (its boot_id
+    // recorded), leases written before this boot, one pod started since.
+    // The marker's name and format are a contract with the stores already on nodes.
+    const MARKER: &str = "boot_id.cni-install";
+    const MARKER_HEAD: &str =
+        "# cni-install: leases of boots before this one were freed; not a lease #";
+    std::fs::write(
+        store.join(MARKER),
+        format!("{MARKER_HEAD}\nan-earlier-boot\n"),
+    )
+    .unwrap();
     for (name, t) in [
         ("10.244.0.5", boot - Duration::from_secs(86400)),
         ("10.244.0.6", boot - Duration::from_secs(60)),
@@ -380,7 +390,10 @@ fn leases_of_an_earlier_boot_are_freed_at_start_and_a_live_one_survives() {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        assert_eq!(left, ["10.244.0.7", "last_reserved_ip.0", "lock"]);
+        assert_eq!(left, ["10.244.0.7", MARKER, "last_reserved_ip.0", "lock"]);
+        let marker = std::fs::read_to_string(store.join(MARKER)).unwrap();
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        assert_eq!(marker, format!("{MARKER_HEAD}\n{}\n", boot_id.trim()));
     });
 }
 

@@ -277,3 +277,113 @@ fn routes_follow_the_node_list_also_across_a_restart_and_leave_with_uninstall() 
         "foreign route gone"
     );
 }
+
+/// The output of `argv` in `node`, or "" when it fails (no table, no device).
+fn output(node: &Node, argv: &[&str]) -> String {
+    let mut cmd = std::process::Command::new(argv[0]);
+    cmd.args(&argv[1..]);
+    String::from_utf8_lossy(&node.ns.run_in(cmd).stdout).into_owned()
+}
+
+fn our_table(node: &Node) -> String {
+    output(node, &["nft", "list", "table", "inet", "cni-rs"])
+}
+
+fn overlay_routes(node: &Node) -> String {
+    output(node, &["ip", "route", "show", "dev", "cni-rs.vxlan"])
+}
+
+/// Issue 27, item 9: this node's own Node deleted (a watch event) or missing from a
+/// re-list is a glitch: the firewall table, the overlay and the pods' traffic stay; a
+/// valid Node with another range is a real change and applies.
+#[test]
+fn the_own_node_missing_for_a_while_keeps_the_table_and_the_overlay() {
+    if !testkit::privileged("the_own_node_missing_for_a_while_keeps_the_table_and_the_overlay") {
+        return;
+    }
+    // On two lan segments: the overlay carries their pods' traffic.
+    let c = Cluster::segments("clg", &[0, 1]);
+    let (api, access) = api_for(&c);
+    let flags = ["--cluster-cidr", CLUSTER_CIDRS];
+    let agents: Vec<Agent> = c
+        .nodes
+        .iter()
+        .map(|n| Agent::start(n, &access, &flags))
+        .collect();
+    // Node 2 is the one that loses its Node (node 1 is the stub's own, never deleted).
+    let (n1, n2, agent) = (&c.nodes[0], &c.nodes[1], &agents[1]);
+    let serving = |node: &Node, peer: &Node| {
+        readyz(node) == Some(200)
+            && our_table(node).contains(&node.pod4)
+            && overlay_routes(node).contains(&peer.pod4)
+    };
+    for (node, peer, a) in [(n1, n2, &agents[0]), (n2, n1, agent)] {
+        wait_for(
+            &format!("{} ready with its table and overlay", node.name),
+            || serving(node, peer),
+            || format!("table:\n{}\nagent log:\n{}", our_table(node), a.log()),
+        );
+    }
+    let p1 = n1.add_pod("g1", &with_data_dir(agents[0].bridge_conf(), n1));
+    let p2 = n2.add_pod("g2", &with_data_dir(agent.bridge_conf(), n2));
+    let conflist = || std::fs::read(agent.dir.join("net.d/10-cni-rs.conflist")).unwrap();
+    let (table, overlay, conf) = (our_table(n2), overlay_routes(n2), conflist());
+    assert!(
+        table.contains("ip daddr != 224.0.0.0/4") && table.contains("masquerade fully-random"),
+        "{table}"
+    );
+    let kept = "keeping its last good state";
+    let through_the_glitch = |times: usize| {
+        wait_for(
+            "the agent to see its Node gone",
+            || agent.log().matches(kept).count() >= times || !our_table(n2).contains(&n2.pod4),
+            || agent.log(),
+        );
+        assert_eq!(our_table(n2), table, "the table changed:\n{}", agent.log());
+        assert_eq!(overlay_routes(n2), overlay, "the overlay changed");
+        assert_eq!(conflist(), conf, "the conflist changed");
+        // Node 1 drops node 2 meanwhile (for it, node 2 is gone): pod-to-pod traffic
+        // waits for the Node; what leaves the cluster is still masqueraded.
+        assert_eq!(
+            source_seen(&p2.ns, &c.ext, EXT4.into()),
+            IpAddr::from(n2.ip4),
+            "still masqueraded"
+        );
+    };
+    let node2 = |pod4: &str| {
+        api.put_node(
+            &n2.name,
+            &[pod4, &n2.pod6],
+            &[&n2.ip4.to_string(), &n2.ip6.to_string()],
+        )
+    };
+
+    no_nat(&p2, &p1);
+    // Deleted (a DELETED event), then back as it was.
+    api.delete_node(&n2.name);
+    through_the_glitch(1);
+    node2(&n2.pod4);
+    wait_for(
+        "node 1 to serve node 2 again",
+        || udp_source(&p2.ns, &p1.ns, p1.ip4.into()) == Some(p2.ip4.into()),
+        || agents[0].log(),
+    );
+    // Missing from a re-list (the watch expired meanwhile).
+    api.delete_node_quietly(&n2.name);
+    api.expire_watches();
+    through_the_glitch(2);
+
+    // A real change: its Node again, with another range: the table follows.
+    node2("10.244.12.0/24");
+    wait_for(
+        "the new range in node 2's table and node 1's overlay",
+        || {
+            our_table(n2).contains("10.244.12.0/24")
+                && !our_table(n2).contains(&n2.pod4)
+                && overlay_routes(n1).contains("10.244.12.0/24")
+        },
+        || format!("table:\n{}\nagent log:\n{}", our_table(n2), agent.log()),
+    );
+    n1.del_pod(&p1, &with_data_dir(agents[0].bridge_conf(), n1));
+    n2.del_pod(&p2, &with_data_dir(agent.bridge_conf(), n2));
+}

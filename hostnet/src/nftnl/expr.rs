@@ -26,6 +26,9 @@ const FIB_RESULT_ADDRTYPE: u32 = 3;
 const FIB_F_DADDR: u32 = 2;
 /// `RTN_LOCAL`, as fib's address type lands in the register (host byte order).
 pub const RTN_LOCAL: u32 = 2;
+/// `NFTA_MASQ_FLAGS` and its `NF_NAT_RANGE_PROTO_RANDOM_FULLY`.
+const MASQ_FLAGS: u16 = 1;
+const NAT_RANDOM_FULLY: u32 = 1 << 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpOp {
@@ -54,8 +57,10 @@ pub enum Expr {
     FibDaddrType,
     /// `counter`
     Counter,
-    /// `masq`
-    Masquerade,
+    /// `masq`, or `masq random-fully` (source ports drawn at random for every new
+    /// connection, not the next free one after the original: concurrent connections of
+    /// many pods to one destination otherwise race for the same port and lose packets).
+    Masquerade { random_fully: bool },
     /// `immediate reg 0 accept`
     Accept,
 }
@@ -76,7 +81,7 @@ impl Expr {
             Expr::Lookup { .. } => "lookup",
             Expr::FibDaddrType => "fib",
             Expr::Counter => "counter",
-            Expr::Masquerade => "masq",
+            Expr::Masquerade { .. } => "masq",
             Expr::Accept => "immediate",
         }
     }
@@ -115,7 +120,13 @@ impl Expr {
                     .u32(2, FIB_RESULT_ADDRTYPE)
                     .u32(3, FIB_F_DADDR);
             }
-            Expr::Counter | Expr::Masquerade => {}
+            Expr::Counter
+            | Expr::Masquerade {
+                random_fully: false,
+            } => {}
+            Expr::Masquerade { random_fully: true } => {
+                a.u32(MASQ_FLAGS, NAT_RANDOM_FULLY);
+            }
             Expr::Accept => {
                 a.u32(1, REG_VERDICT).nested(2, |d| {
                     d.nested(NFTA_DATA_VERDICT, |v| {

@@ -30,6 +30,16 @@ pub struct FakeState {
     pub fail: BTreeSet<&'static str>,
 }
 
+/// What the firewall table does to a packet leaving the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Egress {
+    /// Its source stays.
+    Kept,
+    /// Its source becomes the node's (`random_fully`: a random source port per new
+    /// connection, as the real rule does).
+    Masqueraded { random_fully: bool },
+}
+
 #[derive(Debug, Default)]
 pub struct FakeNodeNet {
     pub state: Mutex<FakeState>,
@@ -44,6 +54,35 @@ impl FakeNodeNet {
                 ..FakeState::default()
             }),
         }
+    }
+
+    /// What the firewall table in place does to a packet from `src` to `dst`, as the real
+    /// rule decides (`firewall.rs`): from this node's pods, not to a no-masquerade range,
+    /// multicast or an address of this node.
+    pub fn egress(&self, src: IpAddr, dst: IpAddr) -> Egress {
+        self.with(|s| {
+            let Some(policy) = &s.firewall else {
+                return Egress::Kept;
+            };
+            let family = if src.is_ipv4() {
+                &policy.v4
+            } else {
+                &policy.v6
+            };
+            let Some(f) = family else {
+                return Egress::Kept;
+            };
+            let masquerade = src.is_ipv4() == dst.is_ipv4()
+                && f.pod_cidrs.iter().any(|n| n.contains(src))
+                && !f.no_masquerade.iter().any(|n| n.contains(dst))
+                && !dst.is_multicast()
+                && !s.local.contains(&dst);
+            if masquerade {
+                Egress::Masqueraded { random_fully: true }
+            } else {
+                Egress::Kept
+            }
+        })
     }
 
     /// Runs `f` on the state (setup and assertions in tests).
@@ -273,5 +312,35 @@ mod unit {
         assert!(k.add_overlay_peer(&peer).unwrap_err().is_exists());
         k.remove_vxlan().unwrap();
         assert_eq!(k.our_routes().unwrap(), vec![direct]);
+    }
+
+    /// Issue 27, item 9: what leaves the cluster is masqueraded with random source ports;
+    /// multicast and pod-to-pod traffic keep their source.
+    #[test]
+    fn egress_is_masqueraded_random_fully_except_multicast_and_the_cluster() {
+        let node: IpAddr = "192.168.10.11".parse().unwrap();
+        let k = FakeNodeNet::new(vec![], vec![node]);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let (pod4, pod6) = (ip("10.244.1.2"), ip("fd00:244:1::2"));
+        assert_eq!(k.egress(pod4, ip("8.8.8.8")), Egress::Kept, "no table yet");
+        let family = |pods: &str, nomasq: &[&str]| super::super::FamilyPolicy {
+            pod_cidrs: vec![pods.parse().unwrap()],
+            no_masquerade: nomasq.iter().map(|n| n.parse().unwrap()).collect(),
+        };
+        k.apply_firewall(&NodePolicy {
+            v4: Some(family("10.244.1.0/24", &["10.244.0.0/16"])),
+            v6: Some(family("fd00:244:1::/64", &["fd00:244::/48"])),
+        })
+        .unwrap();
+        let masq = Egress::Masqueraded { random_fully: true };
+        assert_eq!(k.egress(pod4, ip("8.8.8.8")), masq);
+        assert_eq!(k.egress(pod6, ip("2001:db8::1")), masq);
+        for dst in ["224.0.0.251", "239.255.255.250", "ff02::fb", "ff05::1:3"] {
+            assert_eq!(k.egress(pod4, ip(dst)), Egress::Kept, "{dst}");
+            assert_eq!(k.egress(pod6, ip(dst)), Egress::Kept, "{dst}");
+        }
+        assert_eq!(k.egress(pod4, ip("10.244.2.5")), Egress::Kept);
+        assert_eq!(k.egress(pod4, node), Egress::Kept);
+        assert_eq!(k.egress(ip("192.168.10.99"), ip("8.8.8.8")), Egress::Kept);
     }
 }

@@ -5,8 +5,13 @@
 //! (destinations never masqueraded), with one rule per family:
 //!
 //! ```text
-//! ip saddr @pods4 ip daddr != @nomasq4 fib daddr type != local masquerade
+//! ip saddr @pods4 ip daddr != @nomasq4 ip daddr != 224.0.0.0/4 fib daddr type != local masquerade fully-random comment "cni-rs: masquerade v2"
 //! ```
+//!
+//! `random-fully` as kube-proxy and flannel use it: without it, pods making many
+//! connections to one destination collide on source ports and lose packets. Multicast
+//! (224.0.0.0/4, ff00::/8) is never masqueraded. The comment names the rule's version: a
+//! table made by an earlier version (same sets, other rule) does not match and is made anew.
 //!
 //! Forwarding: an accept in a base chain of ours cannot overrule another base chain's
 //! drop, and the drop users meet is iptables' `FORWARD` policy (Docker sets it; Debian's
@@ -32,6 +37,9 @@ pub const TABLE: &str = "cni-rs";
 const NAT_CHAIN: &str = "postrouting";
 /// nft's `srcnat` priority.
 const SRCNAT: i32 = 100;
+/// The comment on the masquerade rules; a change of their shape changes it, so a rule of
+/// an earlier version is seen as drift.
+pub const MASQ_COMMENT: &str = "cni-rs: masquerade v2";
 /// The comment on our rules in iptables' `FORWARD` chains.
 pub const FORWARD_COMMENT: &str = "cni-rs: pod traffic";
 const IPTABLES_TABLE: &str = "filter";
@@ -50,6 +58,8 @@ struct Fam {
     /// Set ids within a batch.
     pods_id: u32,
     nomasq_id: u32,
+    /// The multicast range, never masqueraded: its address and prefix.
+    multicast: (u128, u8),
 }
 
 const V4: Fam = Fam {
@@ -61,6 +71,8 @@ const V4: Fam = Fam {
     suffix: "4",
     pods_id: 1,
     nomasq_id: 2,
+    // 224.0.0.0/4
+    multicast: (0xe000_0000, 4),
 };
 const V6: Fam = Fam {
     iptables: Family::Ip6,
@@ -71,6 +83,8 @@ const V6: Fam = Fam {
     suffix: "6",
     pods_id: 3,
     nomasq_id: 4,
+    // ff00::/8
+    multicast: (0xff << 120, 8),
 };
 
 impl Fam {
@@ -168,7 +182,7 @@ fn masquerade_rule(fam: Fam) -> Vec<Expr> {
         offset,
         len: fam.key_len as u32,
     };
-    vec![
+    let mut rule = vec![
         Expr::MetaNfproto,
         Expr::Cmp(CmpOp::Eq, vec![fam.nfproto]),
         addr(fam.saddr),
@@ -183,24 +197,47 @@ fn masquerade_rule(fam: Fam) -> Vec<Expr> {
             set_id: nomasq.id,
             invert: true,
         },
+    ];
+    rule.extend(not_multicast(fam));
+    rule.extend([
         Expr::FibDaddrType,
         Expr::Cmp(CmpOp::Neq, RTN_LOCAL.to_ne_bytes().to_vec()),
-        Expr::Masquerade,
-    ]
+        Expr::Masquerade { random_fully: true },
+    ]);
+    rule
 }
 
-/// `-s CIDR -j ACCEPT` (or `-d`) as iptables-nft encodes it: a byte-aligned prefix
-/// loads only its bytes, any other is masked.
+/// `daddr != 224.0.0.0/4` (`ff00::/8`), as nft encodes it.
+fn not_multicast(fam: Fam) -> Vec<Expr> {
+    let (net, prefix) = fam.multicast;
+    prefix_match(
+        fam,
+        &key(net, fam.key_len),
+        prefix.into(),
+        fam.daddr,
+        CmpOp::Neq,
+    )
+}
+
+/// `-s CIDR -j ACCEPT` (or `-d`) as iptables-nft encodes it.
 fn forward_rule(fam: Fam, cidr: &IpNetwork, offset: u32) -> Vec<Expr> {
-    let prefix = usize::from(cidr.prefix());
     let net = key(to_u128(cidr.network()), fam.key_len);
+    let mut exprs = prefix_match(fam, &net, cidr.prefix().into(), offset, CmpOp::Eq);
+    exprs.push(Expr::Counter);
+    exprs.push(Expr::Accept);
+    exprs
+}
+
+/// The address at `offset` compared (`op`) with `net`/`prefix` as nft and iptables-nft
+/// encode it: a byte-aligned prefix loads only its bytes, any other is masked.
+fn prefix_match(fam: Fam, net: &[u8], prefix: usize, offset: u32, op: CmpOp) -> Vec<Expr> {
     let mut exprs = Vec::new();
-    if prefix % 8 == 0 {
+    if prefix.is_multiple_of(8) {
         exprs.push(Expr::Network {
             offset,
             len: (prefix / 8) as u32,
         });
-        exprs.push(Expr::Cmp(CmpOp::Eq, net[..prefix / 8].to_vec()));
+        exprs.push(Expr::Cmp(op, net[..prefix / 8].to_vec()));
     } else {
         let mask = key(
             u128::MAX << (128 - prefix) >> (128 - fam.key_len * 8),
@@ -211,10 +248,8 @@ fn forward_rule(fam: Fam, cidr: &IpNetwork, offset: u32) -> Vec<Expr> {
             len: fam.key_len as u32,
         });
         exprs.push(Expr::Mask(mask));
-        exprs.push(Expr::Cmp(CmpOp::Eq, net));
+        exprs.push(Expr::Cmp(op, net.to_vec()));
     }
-    exprs.push(Expr::Counter);
-    exprs.push(Expr::Accept);
     exprs
 }
 
@@ -294,7 +329,7 @@ pub fn apply_batch(nf: &mut NfSocket, policy: &NodePolicy) -> Result<Vec<Msg>, N
             TABLE,
             NAT_CHAIN,
             &masquerade_rule(fam),
-            None,
+            Some(MASQ_COMMENT),
             true,
         ));
     }
@@ -333,7 +368,8 @@ fn sorted(mut elems: Vec<Elem>) -> Vec<Elem> {
 }
 
 /// Whether the kernel holds exactly what [`apply_batch`] would make of `policy`: the
-/// table's chain and one rule per family, each set's elements, and our forward rules
+/// table's chain and one rule per family, each of this version ([`MASQ_COMMENT`]), each
+/// set's elements, and our forward rules
 /// (two per pod range) in every iptables `FORWARD` chain there is.
 pub fn matches(nf: &mut NfSocket, policy: &NodePolicy) -> Result<bool, NftError> {
     let families = [V4, V6].iter().filter(|f| f.of(policy).is_some()).count();
@@ -359,7 +395,12 @@ pub fn matches(nf: &mut NfSocket, policy: &NodePolicy) -> Result<bool, NftError>
             &rules,
             "list rules inet cni-rs",
         )?;
-        if listed.len() != families {
+        let current = listed
+            .iter()
+            .filter_map(nftnl::parse_rule)
+            .filter(|r| r.comment.as_deref() == Some(MASQ_COMMENT))
+            .count();
+        if listed.len() != families || current != families {
             return Ok(false);
         }
     }

@@ -566,8 +566,8 @@ fn apply_replaces_the_whole_table_and_remove_leaves_nothing_of_ours() {
         "ip6 saddr fd10:1::/64 counter packets 0 bytes 0 accept comment \"cni-rs: pod traffic\"",
         "elements = { 10.10.1.0-10.10.2.255 }",
         "type nat hook postrouting priority srcnat; policy accept;",
-        "ip saddr @pods4 ip daddr != @nomasq4 fib daddr type != local masquerade",
-        "ip6 saddr @pods6 ip6 daddr != @nomasq6 fib daddr type != local masquerade",
+        "ip saddr @pods4 ip daddr != @nomasq4 ip daddr != 224.0.0.0/4 fib daddr type != local masquerade fully-random comment \"cni-rs: masquerade v2\"",
+        "ip6 saddr @pods6 ip6 daddr != @nomasq6 ip6 daddr != ff00::/8 fib daddr type != local masquerade fully-random comment \"cni-rs: masquerade v2\"",
     ] {
         assert!(first.contains(line), "{line:?} in\n{first}");
     }
@@ -837,4 +837,54 @@ fn on_link_many_answers_as_on_link_does() {
         );
         assert_eq!(got.as_ref().ok().copied(), mix[i % 7].1, "{a}: {got:?}");
     }
+}
+
+/// Issue 27, item 9: the masquerade rule draws source ports at random (`fully-random`) and
+/// leaves multicast alone; a table an earlier agent made (same sets, the rule without
+/// either) does not match and is made anew.
+#[test]
+fn masquerade_is_fully_random_skips_multicast_and_replaces_an_earlier_rule() {
+    let test = "masquerade_is_fully_random_skips_multicast_and_replaces_an_earlier_rule";
+    if !privileged(test) {
+        return;
+    }
+    let node = Ns::new();
+    if !nft_usable(test, &node) {
+        return;
+    }
+    // What the agent before this change left: the same table, the rule without either.
+    let earlier = "table inet cni-rs {
+        set pods4 { type ipv4_addr; flags interval; elements = { 10.10.1.0/24 } }
+        set nomasq4 { type ipv4_addr; flags interval; elements = { 10.10.1.0/24, 10.10.2.0/24 } }
+        set pods6 { type ipv6_addr; flags interval; elements = { fd10:1::/64 } }
+        set nomasq6 { type ipv6_addr; flags interval; elements = { fd10:1::/64, fd10:2::/64 } }
+        chain postrouting {
+            type nat hook postrouting priority srcnat; policy accept;
+            ip saddr @pods4 ip daddr != @nomasq4 fib daddr type != local masquerade
+            ip6 saddr @pods6 ip6 daddr != @nomasq6 fib daddr type != local masquerade
+        }
+    }";
+    let file = testkit::TempDir::new("cni-rs-earlier-table");
+    let path = file.join("table.nft");
+    std::fs::write(&path, earlier).unwrap();
+    node.sh("nft", &["-f", path.to_str().unwrap()]);
+    let k = node.node();
+    assert!(
+        !k.firewall_matches(&policy()).unwrap(),
+        "the earlier rule was taken for the current one"
+    );
+    k.apply_firewall(&policy()).unwrap();
+    assert!(k.firewall_matches(&policy()).unwrap());
+    let rules: Vec<String> = our_ruleset(&node)
+        .lines()
+        .filter(|l| l.contains("masquerade"))
+        .map(|l| l.trim().to_string())
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "ip saddr @pods4 ip daddr != @nomasq4 ip daddr != 224.0.0.0/4 fib daddr type != local masquerade fully-random comment \"cni-rs: masquerade v2\"",
+            "ip6 saddr @pods6 ip6 daddr != @nomasq6 ip6 daddr != ff00::/8 fib daddr type != local masquerade fully-random comment \"cni-rs: masquerade v2\"",
+        ]
+    );
 }

@@ -572,3 +572,178 @@ fn a_flood_of_nodes_claiming_one_range_leaves_it_with_the_oldest() {
         .count();
     assert_eq!(refused, 4999);
 }
+
+/// Providers that list every interface address (issue 27, item 8): only the address a route
+/// or the overlay uses, the first InternalIP of each family, is judged.
+#[test]
+fn a_shared_address_listed_beside_the_used_one_refuses_nothing() {
+    // A VIP that is also this node's address, and one inside a peer's pod range, listed
+    // after each node's own address: every node is still served.
+    let vip = "192.168.0.1"; // this node holds it now
+    let shared = |name: &str, cidrs: &[&str], ips: &[&str]| {
+        let mut all = ips.to_vec();
+        all.extend([vip, "10.244.1.9", "fd00:1::1", "fd00:244:1::9"]);
+        node(name, cidrs, &all)
+    };
+    let nodes = [
+        me(),
+        shared(
+            "peer",
+            &["10.244.1.0/24", "fd00:244:1::/64"],
+            &["192.168.0.2", "fd00:1::2"],
+        ),
+        shared(
+            "peer3",
+            &["10.244.3.0/24", "fd00:244:3::/64"],
+            &["192.168.0.3", "fd00:1::3"],
+        ),
+    ];
+    for mode in [Mode::HostGw, Mode::Auto] {
+        let d = with_mode(mode, &nodes);
+        assert!(d.warnings.is_empty(), "{mode:?}: {:?}", d.warnings);
+        assert_eq!(
+            d.routes.into_iter().collect::<Vec<_>>(),
+            [
+                route("10.244.1.0/24", "192.168.0.2"),
+                route("10.244.3.0/24", "192.168.0.3"),
+                route("fd00:244:1::/64", "fd00:1::2"),
+                route("fd00:244:3::/64", "fd00:1::3"),
+            ],
+            "{mode:?}"
+        );
+    }
+    // The overlay uses the first InternalIP of the underlay's family only.
+    let d = with_mode(Mode::Vxlan, &nodes);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    let ends: Vec<IpAddr> = d.overlay.iter().map(|p| p.node_ip).collect();
+    assert_eq!(ends, [ip4("192.168.0.2"), ip4("192.168.0.3")]);
+
+    // The used address is still judged: the VIP first is this node's, a pod address first
+    // is a pod's.
+    refused(
+        node("bad", &["10.244.7.0/24"], &[vip, "192.168.0.7"]),
+        &["InternalIP 192.168.0.1", "address of this node"],
+    );
+    refused(
+        node("bad", &["10.244.7.0/24"], &["10.244.1.9", "192.168.0.7"]),
+        &["InternalIP 10.244.1.9", "pod address"],
+    );
+    // Several of one family where only a later one is bad: served by the first.
+    let d = run(&[
+        me(),
+        good_peer(),
+        node("two", &["10.244.7.0/24"], &["192.168.0.7", vip]),
+    ]);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    assert!(d.routes.contains(&route("10.244.7.0/24", "192.168.0.7")));
+}
+
+fn ip4(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn keeping(nodes: &[NodeInfo], last: &mut Option<NodeInfo>) -> Desired {
+    let addrs: Vec<IpAddr> = ["192.168.0.1", "fd00:1::1", "10.244.0.1", "fd00:244::1"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let connected = nets(&[
+        "192.168.0.0/24",
+        "fd00:1::/64",
+        "10.244.0.0/24",
+        "fd00:244::/64",
+    ]);
+    let mut on_link = |ip: IpAddr| connected.iter().any(|n| n.contains(ip));
+    let opts = Options {
+        mode: Mode::Auto,
+        ..Options::default()
+    };
+    desired_keeping(
+        ME,
+        nodes,
+        Local {
+            addrs: &addrs,
+            on_link: &mut on_link,
+        },
+        &opts,
+        last,
+    )
+}
+
+/// Issue 27, item 9: this node's own Node briefly missing, refused or without ranges keeps
+/// the last good state (policy, underlay, what peers are refused for); a valid one with
+/// other data applies.
+#[test]
+fn a_glitch_of_this_nodes_own_node_keeps_its_last_good_state() {
+    let far = node("far", &["10.244.5.0/24"], &["192.168.50.5"]);
+    // A peer claiming part of our range: refused while our range is known.
+    let grabber = node("grabber", &["10.244.0.128/25"], &["192.168.0.8"]);
+    let others = [good_peer(), far, grabber];
+    let with = |own: Option<NodeInfo>| -> Vec<NodeInfo> {
+        own.into_iter().chain(others.iter().cloned()).collect()
+    };
+    let mut last = None;
+    let good = keeping(&with(Some(me())), &mut last);
+    assert_eq!(good.own_error, None);
+    assert_eq!(last.as_ref().map(|n| n.name.as_str()), Some(ME));
+    assert!(good.policy.v4.is_some() && good.policy.v6.is_some());
+    assert_eq!(good.underlay, Some("192.168.0.1".parse().unwrap()));
+    assert_eq!(good.overlay.len(), 1, "{:?}", good.overlay);
+
+    let mut unparsable = me();
+    unparsable.ranges = Err("spec.podCIDRs \"bogus\" is not a CIDR".into());
+    let mut unassigned = me();
+    unassigned.ranges = Ok(vec![]);
+    for (glitch, list) in [
+        ("deleted, or absent from a re-list", with(None)),
+        ("refused", with(Some(unparsable))),
+        ("re-created without ranges yet", with(Some(unassigned))),
+    ] {
+        let d = keeping(&list, &mut last);
+        assert_eq!(d.own_error, None, "{glitch}");
+        assert_eq!(d.own_cidrs, good.own_cidrs, "{glitch}");
+        assert_eq!(d.policy, good.policy, "{glitch}");
+        assert_eq!(d.underlay, good.underlay, "{glitch}");
+        assert_eq!(d.overlay, good.overlay, "{glitch}");
+        assert_eq!(d.routes, good.routes, "{glitch}");
+        assert!(
+            d.warnings[0].contains("keeping its last good state")
+                && d.warnings[0].contains("10.244.0.0/24"),
+            "{glitch}: {:?}",
+            d.warnings
+        );
+        assert!(
+            d.warnings.iter().any(|w| w.starts_with("node grabber:")),
+            "{glitch}: {:?}",
+            d.warnings
+        );
+        assert_eq!(last.as_ref().map(|n| n.name.as_str()), Some(ME));
+    }
+
+    // A real change: this node's Node, valid, with another range and address.
+    let moved = node(ME, &["10.244.10.0/24"], &["192.168.0.1", "fd00:1::1"]);
+    let d = keeping(&with(Some(moved)), &mut last);
+    assert_eq!(d.own_cidrs, nets(&["10.244.10.0/24"]));
+    assert_eq!(d.policy.v4.unwrap().pod_cidrs, nets(&["10.244.10.0/24"]));
+    assert_eq!(d.policy.v6, None);
+    assert!(
+        !d.warnings.iter().any(|w| w.contains("keeping")),
+        "{:?}",
+        d.warnings
+    );
+    let d = keeping(&with(None), &mut last);
+    assert_eq!(
+        d.own_cidrs,
+        nets(&["10.244.10.0/24"]),
+        "the new state is kept"
+    );
+
+    // Nothing valid seen yet (the agent started during the glitch): nothing to keep.
+    let d = keeping(&with(None), &mut None);
+    assert!(
+        d.own_error
+            .unwrap()
+            .contains("not in the API server's node list")
+    );
+    assert_eq!(d.policy, NodePolicy::default());
+}
