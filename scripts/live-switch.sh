@@ -5,7 +5,7 @@
 #      ping each other and pass CHECK (ours); ours removes them all: nothing left.
 #   2. ours -> Go: containers made by ours, removed by Go after switching back: nothing
 #      left that Go's own DEL removes after its own ADD (our host-local's index file is
-#      not a lease; see the README).
+#      not a lease; see docs/decisions.md, host-local).
 #   3. Both host-locals allocate into one dataDir at once, containers starting under both
 #      in parallel: every container gets an address of its own.
 # Everything runs in a throwaway sandbox (scripts/runtime-lib.sh); needs root, the Go
