@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hostnet::node::{NodeNet, VxlanSpec};
+use hostnet::node::{NodeNet, VxlanSpec, overlay_address};
 use ipnetwork::IpNetwork;
 
 use crate::api::Client;
@@ -229,7 +229,11 @@ impl Agent<'_> {
         let mut ok = self.put_binaries();
         let desired = self.desired(&nodes);
         let vxlan = self.vxlan(&desired);
-        if let Some(spec) = vxlan {
+        // The pods' MTU drops once a peer sends through the overlay (or every peer will):
+        // a device that only receives leaves it.
+        if let Some(spec) =
+            vxlan.filter(|_| !desired.overlay.is_empty() || self.options.mode == Mode::Vxlan)
+        {
             self.overlay_mtu = Some(spec.mtu());
         }
         self.nodes = Some(nodes);
@@ -360,11 +364,28 @@ impl Agent<'_> {
                 mtu
             }
         };
+        // The source of this node's own packets through the overlay, in its pod range, so
+        // the answer comes back through the overlay too (see `overlay_address`).
+        let own = |v4: bool| {
+            desired
+                .own_cidrs
+                .iter()
+                .find(|c| c.is_ipv4() == v4)
+                .map(overlay_address)
+        };
         Some(VxlanSpec {
             vni: self.vni,
             port: self.port,
             local,
             underlay_mtu,
+            addr4: own(true).and_then(|a| match a {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            }),
+            addr6: own(false).and_then(|a| match a {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            }),
         })
     }
 
@@ -406,6 +427,9 @@ impl Agent<'_> {
         for e in &out.errors {
             log(&format!("error: {e}"));
         }
+        if let Some(b) = &out.overlay_blocked {
+            self.warn_once(format!("error: {b}"));
+        }
         if out.firewall_applied {
             log("firewall table applied");
         }
@@ -419,6 +443,6 @@ impl Agent<'_> {
             .store(peers_wanted as u64, Ordering::Relaxed);
         m.routes_ok.store(out.routes_ok(), Ordering::Relaxed);
         m.firewall_ok.store(out.firewall_ok, Ordering::Relaxed);
-        out.errors.is_empty()
+        out.errors.is_empty() && out.overlay_blocked.is_none()
     }
 }

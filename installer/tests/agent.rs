@@ -406,6 +406,8 @@ fn uninstall_removes_our_files_routes_and_table_and_nothing_else() {
         port: 8472,
         local: "172.18.0.2".parse().unwrap(),
         underlay_mtu: 1500,
+        addr4: None,
+        addr6: None,
     })
     .unwrap();
     net.add_overlay_peer(&OverlayPeer::new(
