@@ -353,7 +353,7 @@ impl Agent<'_> {
         d
     }
 
-    /// The VXLAN device, when the overlay is used: its MTU fits the underlay interface's.
+    /// The VXLAN device, in --mode auto and vxlan: its MTU fits the underlay interface's.
     fn vxlan(&mut self, desired: &Desired) -> Option<VxlanSpec> {
         let local = desired.underlay?;
         let underlay_mtu = match self.underlay_mtu {
@@ -366,26 +366,22 @@ impl Agent<'_> {
         };
         // The source of this node's own packets through the overlay, in its pod range, so
         // the answer comes back through the overlay too (see `overlay_address`).
-        let own = |v4: bool| {
-            desired
-                .own_cidrs
-                .iter()
-                .find(|c| c.is_ipv4() == v4)
-                .map(overlay_address)
-        };
+        let own = desired.own_cidrs.iter().map(overlay_address);
+        let addr4 = own.clone().find_map(|a| match a {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        });
+        let addr6 = own.clone().find_map(|a| match a {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        });
         Some(VxlanSpec {
             vni: self.vni,
             port: self.port,
             local,
             underlay_mtu,
-            addr4: own(true).and_then(|a| match a {
-                IpAddr::V4(a) => Some(a),
-                IpAddr::V6(_) => None,
-            }),
-            addr6: own(false).and_then(|a| match a {
-                IpAddr::V6(a) => Some(a),
-                IpAddr::V4(_) => None,
-            }),
+            addr4,
+            addr6,
         })
     }
 
