@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hostnet::node::{NodeNet, VxlanSpec};
+use hostnet::node::{NodeNet, VxlanSpec, overlay_address};
 use ipnetwork::IpNetwork;
 
 use crate::api::Client;
@@ -234,7 +234,11 @@ impl Agent<'_> {
         let mut ok = self.put_binaries();
         let desired = self.desired(&nodes);
         let vxlan = self.vxlan(&desired);
-        if let Some(spec) = vxlan {
+        // The pods' MTU drops once a peer sends through the overlay (or every peer will):
+        // a device that only receives leaves it.
+        if let Some(spec) =
+            vxlan.filter(|_| !desired.overlay.is_empty() || self.options.mode == Mode::Vxlan)
+        {
             self.overlay_mtu = Some(spec.mtu());
         }
         self.nodes = Some(nodes);
@@ -355,7 +359,7 @@ impl Agent<'_> {
         d
     }
 
-    /// The VXLAN device, when the overlay is used: its MTU fits the underlay interface's.
+    /// The VXLAN device, in --mode auto and vxlan: its MTU fits the underlay interface's.
     fn vxlan(&mut self, desired: &Desired) -> Option<VxlanSpec> {
         let local = desired.underlay?;
         let underlay_mtu = match self.underlay_mtu {
@@ -366,11 +370,24 @@ impl Agent<'_> {
                 mtu
             }
         };
+        // The source of this node's own packets through the overlay, in its pod range, so
+        // the answer comes back through the overlay too (see `overlay_address`).
+        let own = desired.own_cidrs.iter().map(overlay_address);
+        let addr4 = own.clone().find_map(|a| match a {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        });
+        let addr6 = own.clone().find_map(|a| match a {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        });
         Some(VxlanSpec {
             vni: self.vni,
             port: self.port,
             local,
             underlay_mtu,
+            addr4,
+            addr6,
         })
     }
 
@@ -412,6 +429,9 @@ impl Agent<'_> {
         for e in &out.errors {
             log(&format!("error: {e}"));
         }
+        if let Some(b) = &out.overlay_blocked {
+            self.warn_once(format!("error: {b}"));
+        }
         if out.firewall_applied {
             log("firewall table applied");
         }
@@ -425,6 +445,6 @@ impl Agent<'_> {
             .store(peers_wanted as u64, Ordering::Relaxed);
         m.routes_ok.store(out.routes_ok(), Ordering::Relaxed);
         m.firewall_ok.store(out.firewall_ok, Ordering::Relaxed);
-        out.errors.is_empty()
+        out.errors.is_empty() && out.overlay_blocked.is_none()
     }
 }

@@ -156,14 +156,16 @@ pub struct Args {
     #[arg(long, env = "CNI_RS_MODE", value_enum, default_value_t = Mode::Auto)]
     pub mode: Mode,
 
-    /// VXLAN network identifier of the overlay (flannel's default, 1); the same on every node.
-    #[arg(long, env = "CNI_RS_VXLAN_VNI", default_value_t = 1,
+    /// VXLAN network identifier of the overlay; the same on every node. Not flannel's 1:
+    /// the kernel allows one device per VNI and port, and a node migrated from flannel may
+    /// still hold `flannel.1` (203 is 0xcb, the mark of our routes).
+    #[arg(long, env = "CNI_RS_VXLAN_VNI", default_value_t = 203,
           value_parser = clap::value_parser!(u32).range(1..=16_777_215))]
     pub vxlan_vni: u32,
 
-    /// UDP port of the overlay (flannel's default, 8472, Linux's VXLAN port; IANA's is
-    /// 4789); the same on every node, open between the nodes.
-    #[arg(long, env = "CNI_RS_VXLAN_PORT", default_value_t = 8472,
+    /// UDP port of the overlay: IANA's VXLAN port, not flannel's 8472 (Linux's default);
+    /// the same on every node, open between the nodes.
+    #[arg(long, env = "CNI_RS_VXLAN_PORT", default_value_t = 4789,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub vxlan_port: u16,
 
@@ -315,8 +317,8 @@ mod tests {
         assert_eq!(args.cni_version, "1.0.0");
         assert_eq!(
             (args.mode, args.vxlan_vni, args.vxlan_port),
-            (Mode::Auto, 1, 8472),
-            "flannel's VNI and port"
+            (Mode::Auto, 203, 4789),
+            "not flannel's VNI 1 and port 8472"
         );
         let args = Args::try_parse_from(["cni-install", "--mode", "host-gw"]).unwrap();
         assert_eq!(args.mode, Mode::HostGw);

@@ -46,8 +46,10 @@ pub struct Desired {
     pub routes: BTreeSet<PodRoute>,
     /// Peers reached through the VXLAN overlay (their ranges have no direct route).
     pub overlay: BTreeSet<OverlayPeer>,
-    /// This node's underlay address for the overlay (see [`underlay`]), when the overlay is
-    /// used: some peer goes through it, or `--mode vxlan` (every future peer will).
+    /// This node's underlay address for the overlay (see [`underlay`]) in `--mode auto` and
+    /// `vxlan`, peers or none: the device is this node's receive side, and a peer may send
+    /// through it while this node reaches that peer directly (on-link is each side's own
+    /// view: multi-homed nodes, a `--mode` change rolled out node by node).
     pub underlay: Option<IpAddr>,
     pub policy: NodePolicy,
     /// One line per refused node, field or route.
@@ -319,9 +321,7 @@ pub fn desired<N: Borrow<NodeInfo>>(
         }
     }
     out.routes = routes.into_iter().collect();
-    if !out.overlay.is_empty() || opts.mode == Mode::Vxlan {
-        out.underlay = underlay;
-    }
+    out.underlay = underlay;
     out.policy = policy(&own_cidrs, &pod_ranges, opts);
     out.own_cidrs = own_cidrs;
     out

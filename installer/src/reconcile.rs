@@ -21,9 +21,9 @@ use ipnetwork::IpNetwork;
 /// The overlay part of the desired state.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Overlay {
-    /// The device. None, or no peers: no peer needs the overlay and the device is removed
-    /// (with every entry on it): nothing of ours stays that nothing uses, and making it
-    /// again when a peer needs it is one netlink call.
+    /// The device, kept with no peers too: it is this node's receive side, and a peer may
+    /// send through it whatever this node thinks of that peer. None: removed (with every
+    /// entry on it).
     pub spec: Option<VxlanSpec>,
     pub peers: BTreeSet<OverlayPeer>,
 }
@@ -46,6 +46,9 @@ pub struct Outcome {
     pub firewall_ok: bool,
     /// Every failed operation, one line each.
     pub errors: Vec<String>,
+    /// Why the overlay device cannot be made: another VXLAN device holds our VNI and port.
+    /// Stays so until someone acts, so logged once (not with `errors`), and not ready.
+    pub overlay_blocked: Option<String>,
     /// Non-fatal findings (a foreign route in the way).
     pub warnings: Vec<String>,
 }
@@ -57,6 +60,7 @@ impl Outcome {
             .iter()
             .all(|e| !e.starts_with("route") && !e.starts_with("overlay"))
             && self.foreign.is_empty()
+            && self.overlay_blocked.is_none()
     }
 }
 
@@ -271,8 +275,8 @@ fn del_peers(
     out: &mut Outcome,
 ) -> Option<OverlayState> {
     let spec = match &overlay.spec {
-        Some(spec) if !overlay.peers.is_empty() => *spec,
-        _ => {
+        Some(spec) => *spec,
+        None => {
             let had = match &known {
                 Some((None, _)) => return known, // no device, none wanted
                 Some((Some(_), peers)) => peers.len(),
@@ -283,7 +287,8 @@ fn del_peers(
                 Ok(()) => {
                     if had > 0 {
                         out.changes.push(format!(
-                            "overlay device removed, with its {had} peer(s): no peer needs it"
+                            "overlay device removed, with its {had} peer(s): no overlay in \
+                             this mode"
                         ));
                     }
                     Some((None, BTreeSet::new()))
@@ -299,9 +304,20 @@ fn del_peers(
         Some((Some(have), peers)) if have == spec => peers,
         _ => {
             // A device with other parameters is made anew, without its entries: list after.
-            if let Err(e) = net.ensure_vxlan(&spec) {
-                out.errors.push(format!("overlay device: {e}"));
-                return None;
+            match net.ensure_vxlan(&spec) {
+                Ok(()) => {}
+                Err(e) if e.is_in_use() => {
+                    out.overlay_blocked = Some(format!(
+                        "overlay device: {e}; delete it if nothing uses it any more (flannel's, \
+                         left behind by a migration), or give every node the same other \
+                         --vxlan-vni or --vxlan-port; not ready until then"
+                    ));
+                    return None;
+                }
+                Err(e) => {
+                    out.errors.push(format!("overlay device: {e}"));
+                    return None;
+                }
             }
             match net.overlay_peers() {
                 Ok(p) => p.into_iter().collect(),

@@ -419,6 +419,8 @@ fn uninstall_removes_our_files_routes_and_table_and_nothing_else() {
         port: 8472,
         local: "172.18.0.2".parse().unwrap(),
         underlay_mtu: 1500,
+        addr4: None,
+        addr6: None,
     })
     .unwrap();
     net.add_overlay_peer(&OverlayPeer::new(
@@ -460,31 +462,36 @@ fn a_peer_behind_a_router_gets_the_overlay_and_the_pods_keep_its_mtu_after() {
     let args = args_with(&node, &[]);
     with_agent_args(&args, &net, |metrics| {
         eventually("ready", || metrics.ready());
-        assert!(net.with(|s| s.vxlan.is_none()), "no peer needs the overlay");
+        // The receive side before any peer needs it (from this node's InternalIP, with
+        // its overlay address, on the default VNI and port), the pods' MTU left alone.
+        let spec = net
+            .with(|s| s.vxlan)
+            .expect("the device, with no overlay peer");
+        assert_eq!((spec.vni, spec.port), (203, 4789));
+        assert_eq!(
+            spec.local,
+            "172.18.0.2".parse::<std::net::IpAddr>().unwrap()
+        );
+        assert_eq!(spec.addr4, Some("10.244.0.0".parse().unwrap()));
+        assert_eq!(spec.addr6, None);
         ops(&net);
 
-        // A peer on another network: the device (from this node's InternalIP), the peer,
-        // and the conflist's MTU that of the device.
+        // A peer on another network: the peer, and the conflist's MTU that of the device.
         node.api.put_node("far", &["10.244.9.0/24"], &["10.99.0.9"]);
         expect_ops(
             &net,
             metrics,
-            &[
-                "vxlan vni 1 local 172.18.0.2",
-                "overlay 10.99.0.9 10.244.9.0/24",
-                "firewall",
-            ],
+            &["overlay 10.99.0.9 10.244.9.0/24", "firewall"],
         );
-        let spec = net.with(|s| s.vxlan).unwrap();
-        assert_eq!(spec.port, 8472);
         eventually("the overlay's MTU in the conflist", || {
             node.conflist()["plugins"][0]["mtu"] == spec.mtu()
         });
         assert_eq!(metrics.overlay_peers.load(Ordering::Relaxed), 1);
 
-        // It goes: the device too, but the pods' MTU stays (no flapping).
+        // It goes: its entries, not the device; the pods' MTU stays (no flapping).
         node.api.delete_node("far");
-        expect_ops(&net, metrics, &["remove vxlan", "firewall"]);
+        expect_ops(&net, metrics, &["del overlay 10.99.0.9", "firewall"]);
+        assert!(net.with(|s| s.vxlan.is_some()));
         assert_eq!(node.conflist()["plugins"][0]["mtu"], spec.mtu());
         assert_eq!(metrics.overlay_peers.load(Ordering::Relaxed), 0);
     });

@@ -4,6 +4,9 @@
 //! the overlay). Pods reach each other in both families without NAT, full-size DF packets at
 //! the conflist's MTU pass, a node that changes segment moves between the overlay and a
 //! direct route, a deleted node's entries go, and `--uninstall` leaves nothing of ours.
+//! Issue 27: a node's own connection to a remote pod under strict reverse-path filtering,
+//! two nodes that disagree about on-link, a `--mode` change rolled out node by node, and
+//! a `flannel.1` on the agent's VNI and port.
 #[path = "cluster_support/mod.rs"]
 mod cluster_support;
 
@@ -22,15 +25,21 @@ fn network(cidr: &str) -> &str {
     cidr.split('/').next().unwrap()
 }
 
-/// What node `i` should hold for the nodes in `present`: for a peer on its segment, direct
-/// routes via the peer's addresses; for one on the other, overlay routes via the range's
-/// network address and an FDB entry to the peer's address of the underlay's family.
-fn wanted(c: &Cluster, i: usize, present: &[usize], v6: bool) -> (Vec<String>, Vec<String>) {
-    let me = &c.nodes[i];
+/// What node `i` should hold for the nodes in `present`, `overlay(i, j)` saying whether node
+/// `i` reaches node `j` through the overlay: for a direct peer, routes via the peer's
+/// addresses; for an overlay peer, routes via the range's network address and an FDB entry
+/// to the peer's address of the underlay's family (`v6`: IPv6).
+fn wanted_by(
+    c: &Cluster,
+    i: usize,
+    present: &[usize],
+    v6: bool,
+    overlay: &dyn Fn(usize, usize) -> bool,
+) -> (Vec<String>, Vec<String>) {
     let (mut routes, mut fdb) = (Vec::new(), Vec::new());
     for &j in present.iter().filter(|j| **j != i) {
         let n = &c.nodes[j];
-        if n.segment == me.segment {
+        if !overlay(i, j) {
             routes.push(format!("{} via {}", n.pod4, n.ip4));
             routes.push(format!("{} via {}", n.pod6, n.ip6));
         } else {
@@ -46,6 +55,19 @@ fn wanted(c: &Cluster, i: usize, present: &[usize], v6: bool) -> (Vec<String>, V
     routes.sort();
     fdb.sort();
     (routes, fdb)
+}
+
+/// Whether `ip` lies inside `cidr` (`a.b.c.d/n` or IPv6).
+fn in_range(ip: IpAddr, cidr: &str) -> bool {
+    let (net, len) = cidr.split_once('/').unwrap();
+    let (len, net): (u32, IpAddr) = (len.parse().unwrap(), net.parse().unwrap());
+    let bits = |a: IpAddr| match a {
+        IpAddr::V4(a) => (32, u128::from(u32::from(a))),
+        IpAddr::V6(a) => (128, u128::from(a)),
+    };
+    let ((w, a), (wn, n)) = (bits(ip), bits(net));
+    let shift = w - len;
+    w == wn && (shift >= 128 || a >> shift == n >> shift)
 }
 
 /// The remote addresses of the FDB entries on our device (none without the device).
@@ -78,12 +100,26 @@ fn has_vxlan(node: &Node) -> bool {
         .success()
 }
 
-/// Waits until every node in `present` is ready and holds what [`wanted`] says (`v6`: the
+/// Waits until every node in `present` is ready and holds what [`wanted_by`] says (a peer on the other segment through
+/// the overlay) (`v6`: the
 /// underlay is IPv6).
 fn converged_on(c: &Cluster, agents: &[Agent], present: &[usize], v6: bool) {
+    converged_by(c, agents, present, v6, &|i, j| {
+        c.nodes[i].segment != c.nodes[j].segment
+    })
+}
+
+/// [`converged_on`] for [`wanted_by`].
+fn converged_by(
+    c: &Cluster,
+    agents: &[Agent],
+    present: &[usize],
+    v6: bool,
+    overlay: &dyn Fn(usize, usize) -> bool,
+) {
     for &i in present {
         let node = &c.nodes[i];
-        let want = wanted(c, i, present, v6);
+        let want = wanted_by(c, i, present, v6, overlay);
         wait_for(
             &format!("{} ready with its routes and overlay peers", node.name),
             || readyz(node) == Some(200) && (node.routes("0xcb"), fdb_dsts(node)) == want,
@@ -240,4 +276,279 @@ fn an_ipv6_underlay_carries_both_pod_families() {
     for (node, agent) in c.nodes.iter().zip(agents.iter_mut()) {
         uninstalled(node, agent);
     }
+}
+
+/// Strict reverse-path filtering on `node`, as RHEL has it: `rp_filter=1` for IPv4 and, for
+/// IPv6 (which has no such sysctl), firewalld's rule: a packet whose source is not routed
+/// back out of the interface it came in on is dropped.
+fn strict_rpf(node: &Node) {
+    for key in ["all", "default"] {
+        node.ns
+            .exec_in(&["sysctl", "-qw", &format!("net.ipv4.conf.{key}.rp_filter=1")]);
+    }
+    let nft = |args: &[&str]| node.ns.exec_in(&[&["nft"][..], args].concat());
+    nft(&["add", "table", "ip6", "rpf"]);
+    nft(&[
+        "add",
+        "chain",
+        "ip6",
+        "rpf",
+        "pre",
+        "{ type filter hook prerouting priority raw; }",
+    ]);
+    nft(&[
+        "add",
+        "rule",
+        "ip6",
+        "rpf",
+        "pre",
+        "icmpv6",
+        "type",
+        "{ nd-router-advert, \
+         nd-neighbor-solicit }",
+        "accept",
+    ]);
+    nft(&[
+        "add", "rule", "ip6", "rpf", "pre", "fib", "saddr", ".", "iif", "oif", "missing", "drop",
+    ]);
+}
+
+/// Loose reverse-path filtering (`rp_filter=2`, systemd's default): a source routed back
+/// through any interface passes.
+fn loose_rpf(node: &Node) {
+    for key in ["all", "default"] {
+        node.ns
+            .exec_in(&["sysctl", "-qw", &format!("net.ipv4.conf.{key}.rp_filter=2")]);
+    }
+}
+
+/// Issue 27 item 2: a connection from a node itself (kubelet, a hostNetwork API server to a
+/// webhook pod) to a pod across the overlay, with strict reverse-path filtering on every
+/// node: it leaves with the node's overlay address, inside its pod range, so the answer
+/// comes back through the overlay too. Node 1 has no pod (no bridge yet), like a control
+/// plane node.
+#[test]
+fn a_node_reaches_pods_across_the_overlay_under_strict_reverse_path_filtering() {
+    if !testkit::privileged(
+        "a_node_reaches_pods_across_the_overlay_under_strict_reverse_path_filtering",
+    ) {
+        return;
+    }
+    let c = Cluster::segments("clr", &[0, 1]);
+    for n in &c.nodes {
+        strict_rpf(n);
+    }
+    let (_api, access) = api_in(&c.ext, &c.nodes);
+    let agents: Vec<Agent> = c
+        .nodes
+        .iter()
+        .map(|n| Agent::start(n, &access, &[]))
+        .collect();
+    converged(&c, &agents, &[0, 1]);
+    let (n1, n2) = (&c.nodes[0], &c.nodes[1]);
+    let pod = n2.add_pod("clr-p2", &with_data_dir(agents[1].bridge_conf(), n2));
+    for (dst, range) in [
+        (IpAddr::from(pod.ip4), &n1.pod4),
+        (IpAddr::from(pod.ip6), &n1.pod6),
+    ] {
+        let src = tcp_source(&n1.ns, &pod.ns, std::net::SocketAddr::new(dst, 8081), 8081)
+            .unwrap_or_else(|| panic!("node-1 cannot connect to the pod at {dst}"));
+        assert!(
+            in_range(src, range),
+            "{dst}: the pod saw {src}, outside node-1's pod range {range}"
+        );
+    }
+    // Pod to pod still, under the same filtering.
+    let pod1 = n1.add_pod("clr-p1", &with_data_dir(agents[0].bridge_conf(), n1));
+    no_nat(&pod1, &pod);
+    no_nat(&pod, &pod1);
+}
+
+/// Issue 27 item 3: on-link is each side's own view. Node 2 reaches node 1 through a router
+/// (a host route, as on a multi-homed node), node 1 reaches node 2 directly: node 2 sends
+/// through the overlay, and node 1, which needs no overlay peer itself, must receive it.
+#[test]
+fn two_nodes_that_disagree_about_on_link_stay_connected() {
+    if !testkit::privileged("two_nodes_that_disagree_about_on_link_stay_connected") {
+        return;
+    }
+    let c = Cluster::segments("cld", &[0, 0]);
+    c.ext.exec_in(&["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    c.ext
+        .exec_in(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
+    let (n1, n2) = (&c.nodes[0], &c.nodes[1]);
+    for n in &c.nodes {
+        loose_rpf(n);
+    }
+    // Node 2's view: node 1 behind the outside host (no redirect changes its mind).
+    n2.ns
+        .exec_in(&["sysctl", "-qw", "net.ipv4.conf.all.accept_redirects=0"]);
+    n2.ns
+        .exec_in(&["sysctl", "-qw", "net.ipv6.conf.all.accept_redirects=0"]);
+    n2.ns.exec_in(&[
+        "ip",
+        "route",
+        "add",
+        &format!("{}/32", n1.ip4),
+        "via",
+        &EXT4.to_string(),
+    ]);
+    n2.ns.exec_in(&[
+        "ip",
+        "-6",
+        "route",
+        "add",
+        &format!("{}/128", n1.ip6),
+        "via",
+        &EXT6.to_string(),
+    ]);
+    let (_api, access) = api_in(&c.ext, &c.nodes);
+    let agents: Vec<Agent> = c
+        .nodes
+        .iter()
+        .map(|n| Agent::start(n, &access, &[]))
+        .collect();
+    converged_by(&c, &agents, &[0, 1], false, &|i, _| i == 1);
+    assert!(has_vxlan(n1), "node 1's receive side");
+    let pods: Vec<Pod> = c
+        .nodes
+        .iter()
+        .zip(&agents)
+        .map(|(n, a)| {
+            n.add_pod(
+                &format!("cld-p{}", n.index),
+                &with_data_dir(a.bridge_conf(), n),
+            )
+        })
+        .collect();
+    no_nat(&pods[1], &pods[0]);
+    no_nat(&pods[0], &pods[1]);
+}
+
+/// Issue 27 item 3: `--mode auto` to `vxlan` and back, rolled out one node at a time on one
+/// segment: a vxlan node sends through the overlay to auto nodes that route it directly,
+/// and every pair stays connected at every step.
+#[test]
+fn a_mode_change_rolled_out_node_by_node_keeps_every_pair_connected() {
+    if !testkit::privileged("a_mode_change_rolled_out_node_by_node_keeps_every_pair_connected") {
+        return;
+    }
+    let c = Cluster::segments("clm", &[0, 0, 0]);
+    for n in &c.nodes {
+        loose_rpf(n);
+    }
+    let (_api, access) = api_in(&c.ext, &c.nodes);
+    let mut agents: Vec<Agent> = c
+        .nodes
+        .iter()
+        .map(|n| Agent::start(n, &access, &[]))
+        .collect();
+    let all = [0, 1, 2];
+    converged(&c, &agents, &all);
+    let pods: Vec<Pod> = c
+        .nodes
+        .iter()
+        .zip(&agents)
+        .map(|(n, a)| {
+            n.add_pod(
+                &format!("clm-p{}", n.index),
+                &with_data_dir(a.bridge_conf(), n),
+            )
+        })
+        .collect();
+    let mut vxlan = [false; 3];
+    let steps = [
+        (0, true),
+        (1, true),
+        (2, true),
+        (0, false),
+        (1, false),
+        (2, false),
+    ];
+    for (i, to_vxlan) in steps {
+        let node = &c.nodes[i];
+        // The health port is the node's: the old agent stops before the new one starts.
+        agents[i].stop();
+        let mode = if to_vxlan { "vxlan" } else { "auto" };
+        agents[i] = Agent::start(node, &access, &["--mode", mode]);
+        vxlan[i] = to_vxlan;
+        converged_by(&c, &agents, &all, false, &|a, _| vxlan[a]);
+        for a in all {
+            for b in all.iter().filter(|b| **b != a) {
+                no_nat(&pods[a], &pods[*b]);
+            }
+        }
+    }
+}
+
+/// Issue 27 item 4: a node migrated from flannel still holds `flannel.1` on the VNI and port
+/// the agent was given (flannel's): the agent is not ready and says once which device is in
+/// the way and what to do; deleting it makes the node ready.
+#[test]
+fn a_flannel_device_on_our_vni_and_port_fails_readiness_with_one_line_naming_it() {
+    if !testkit::privileged(
+        "a_flannel_device_on_our_vni_and_port_fails_readiness_with_one_line_naming_it",
+    ) {
+        return;
+    }
+    let c = Cluster::segments("clf", &[0, 1]);
+    let n1 = &c.nodes[0];
+    n1.ns.exec_in(&[
+        "ip",
+        "link",
+        "add",
+        "flannel.1",
+        "type",
+        "vxlan",
+        "id",
+        "1",
+        "dstport",
+        "8472",
+        "local",
+        &n1.ip4.to_string(),
+        "nolearning",
+    ]);
+    n1.ns.exec_in(&["ip", "link", "set", "flannel.1", "up"]);
+    let (_api, access) = api_in(&c.ext, &c.nodes);
+    let flannels = ["--vxlan-vni", "1", "--vxlan-port", "8472"];
+    let agents: Vec<Agent> = c
+        .nodes
+        .iter()
+        .map(|n| Agent::start(n, &access, &flannels))
+        .collect();
+    let lines = || -> Vec<String> {
+        agents[0]
+            .log()
+            .lines()
+            .filter(|l| l.contains("flannel.1"))
+            .map(str::to_string)
+            .collect()
+    };
+    wait_for(
+        "node-1 naming flannel.1",
+        || !lines().is_empty(),
+        || agents[0].log(),
+    );
+    // Some passes later: still not ready, still the one line.
+    let passes = metric(n1, "reconciles_total").unwrap();
+    wait_for(
+        "three more passes",
+        || metric(n1, "reconciles_total").is_some_and(|n| n >= passes + 3),
+        || agents[0].log(),
+    );
+    assert_ne!(readyz(n1), Some(200));
+    let lines = lines();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    for what in [
+        "error",
+        "VNI 1",
+        "8472",
+        "delete it",
+        "--vxlan-vni",
+        "--vxlan-port",
+    ] {
+        assert!(lines[0].contains(what), "{what:?} missing: {}", lines[0]);
+    }
+    n1.ns.exec_in(&["ip", "link", "delete", "flannel.1"]);
+    converged(&c, &agents, &[0, 1]);
 }

@@ -44,7 +44,7 @@ pub use error::NetlinkError;
 pub use link::Link;
 pub use route::{IpFamily, MAIN_TABLE, Route, RouteSpec};
 pub use vlan::PortVlan;
-pub use vxlan::{FdbEntry, NeighbourEntry, VxlanParams};
+pub use vxlan::{FdbEntry, NeighbourEntry, VxlanDevice, VxlanParams};
 
 /// Attempts for a dump the kernel marks inconsistent (`NLM_F_DUMP_INTR`),
 /// as the Go `netlinksafe` package does.

@@ -86,6 +86,52 @@ fn params_of(msg: &LinkMessage) -> Option<VxlanParams> {
     })
 }
 
+/// A VXLAN device of this namespace, whoever made it: what decides whether the kernel lets
+/// another one have a VNI and port (one device per VNI, port and family).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VxlanDevice {
+    pub index: u32,
+    pub name: String,
+    pub vni: u32,
+    pub port: u16,
+    /// Over IPv6 (a `local` or `group` of that family); IPv4 otherwise.
+    pub ipv6: bool,
+}
+
+fn device_of(msg: &LinkMessage) -> Option<VxlanDevice> {
+    let mut name = None;
+    let mut data = None;
+    for a in &msg.attributes {
+        match a {
+            LinkAttribute::IfName(n) => name = Some(n.clone()),
+            LinkAttribute::LinkInfo(infos) => {
+                data = infos.iter().find_map(|i| match i {
+                    LinkInfo::Data(InfoData::Vxlan(d)) => Some(d),
+                    _ => None,
+                })
+            }
+            _ => {}
+        }
+    }
+    let (mut vni, mut port, mut ipv6) = (None, None, false);
+    for d in data? {
+        match d {
+            InfoVxlan::Id(v) => vni = Some(*v),
+            InfoVxlan::Port(p) => port = Some(*p),
+            InfoVxlan::Local6(_) | InfoVxlan::Group6(_) => ipv6 = true,
+            _ => {}
+        }
+    }
+    Some(VxlanDevice {
+        index: msg.header.index,
+        name: name?,
+        vni: vni?,
+        // The kernel's default when none was given.
+        port: port.unwrap_or(8472),
+        ipv6,
+    })
+}
+
 fn mac_of(bytes: &[u8]) -> Option<[u8; 6]> {
     <[u8; 6]>::try_from(bytes).ok()
 }
@@ -195,6 +241,18 @@ impl Netlink {
             RouteNetlinkMessage::NewLink(l) => params_of(l),
             _ => None,
         }))
+    }
+
+    /// Every VXLAN device of this namespace (`ip -d link show type vxlan`).
+    pub fn vxlan_devices(&self) -> Result<Vec<VxlanDevice>, NetlinkError> {
+        self.dump(
+            &|| "list links".into(),
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            |m| match m {
+                RouteNetlinkMessage::NewLink(l) => device_of(&l),
+                _ => None,
+            },
+        )
     }
 
     /// `bridge fdb show dev IFINDEX`: the entries with a remote VTEP address.

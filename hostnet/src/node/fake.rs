@@ -22,6 +22,8 @@ pub struct FakeState {
     pub forwarding: (bool, bool),
     /// Our VXLAN device, when there is one.
     pub vxlan: Option<VxlanSpec>,
+    /// VXLAN devices that are not ours: (name, VNI, port, over IPv6).
+    pub other_vxlan: Vec<(String, u32, u16, bool)>,
     /// The overlay peers on it, by node address.
     pub overlay: BTreeMap<IpAddr, OverlayPeer>,
     /// One line per change: `add 10.1.0.0/24 via 192.168.0.2`, `firewall`, ...
@@ -210,14 +212,36 @@ impl NodeNet for FakeNodeNet {
 
     fn ensure_vxlan(&self, spec: &VxlanSpec) -> Result<(), NodeNetError> {
         let mut s = self.op("ensure_vxlan")?;
-        if s.vxlan != Some(*spec) {
+        // The device itself, apart from its addresses (which change in place).
+        let device = |v: &VxlanSpec| VxlanSpec {
+            addr4: None,
+            addr6: None,
+            ..*v
+        };
+        let same = s.vxlan.as_ref().map(device) == Some(device(spec));
+        let clash = s.other_vxlan.iter().find(|(_, vni, port, v6)| {
+            (*vni, *port, *v6) == (spec.vni, spec.port, spec.local.is_ipv6())
+        });
+        if let (false, Some((name, ..))) = (same, clash) {
+            return Err(NodeNetError {
+                op: "ensure_vxlan".to_string(),
+                reason: format!(
+                    "the VXLAN device {name} already has VNI {} on UDP port {}",
+                    spec.vni, spec.port
+                ),
+                errno: Some(libc_errno::EADDRINUSE),
+            });
+        }
+        if !same {
             // The real device is made anew: its entries go with the old one.
             if s.vxlan.take().is_some() {
                 s.overlay.clear();
             }
-            s.vxlan = Some(*spec);
             s.log
                 .push(format!("vxlan vni {} local {}", spec.vni, spec.local));
+        }
+        if s.vxlan != Some(*spec) {
+            s.vxlan = Some(*spec);
         }
         Ok(())
     }
@@ -283,6 +307,8 @@ mod unit {
             port: 8472,
             local: "192.168.10.11".parse().unwrap(),
             underlay_mtu: 1500,
+            addr4: None,
+            addr6: None,
         }
     }
 

@@ -18,8 +18,8 @@ mod overlay_host;
 
 pub use host::HostNodeNet;
 pub use overlay::{
-    OverlayPeer, VXLAN_DEVICE, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, VxlanSpec, overlay_gateway,
-    vtep_mac,
+    OverlayPeer, VXLAN_DEVICE, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, VxlanSpec, overlay_address,
+    overlay_gateway, vtep_mac,
 };
 
 /// The route protocol number that marks a route as the agent's (`ip route show proto 0xcb`).
@@ -78,6 +78,10 @@ impl NodeNetError {
     pub fn is_exists(&self) -> bool {
         self.errno == Some(libc_errno::EEXIST)
     }
+    /// Another VXLAN device has our VNI and UDP port (the kernel allows one per family).
+    pub fn is_in_use(&self) -> bool {
+        self.errno == Some(libc_errno::EADDRINUSE)
+    }
     pub fn is_not_found(&self) -> bool {
         matches!(
             self.errno,
@@ -92,6 +96,7 @@ pub mod libc_errno {
     pub const ESRCH: i32 = 3;
     pub const EEXIST: i32 = 17;
     pub const ENODEV: i32 = 19;
+    pub const EADDRINUSE: i32 = 98;
 }
 
 /// The kernel as the node agent sees it, in the host's network namespace (or, in tests, a
@@ -136,9 +141,13 @@ pub trait NodeNet {
     /// `accept_ra` 2 first on each interface that holds a `proto ra` route and has 1).
     fn enable_forwarding(&self, v4: bool, v6: bool) -> Result<(), NodeNetError>;
     /// Makes [`VXLAN_DEVICE`] exactly `spec` (VNI, port, local address, learning off, MTU,
-    /// our own [`vtep_mac`]) and up. A device of ours with other parameters is deleted and
-    /// made anew, which drops its peers' entries: list [`NodeNet::overlay_peers`] after.
-    /// A link of that name that is not a VXLAN device is someone else's: EEXIST.
+    /// our own [`vtep_mac`], the addresses [`VxlanSpec::addrs`] and no other global one) and
+    /// up. A device of ours with other parameters is deleted and made anew, which drops its
+    /// peers' entries, and a family's last address removed takes that family's routes
+    /// through it: list [`NodeNet::overlay_peers`] after any change of `spec`. A link of that name that is
+    /// not a VXLAN device is someone else's: EEXIST. Another VXLAN device with our VNI and
+    /// port over the same family (flannel's `flannel.1`), which the kernel would refuse
+    /// ours for: EADDRINUSE ([`NodeNetError::is_in_use`]), its name in the reason.
     fn ensure_vxlan(&self, spec: &VxlanSpec) -> Result<(), NodeNetError>;
     /// Deletes [`VXLAN_DEVICE`] (and with it every FDB, neighbour entry and route through
     /// it); absent is success, a non-VXLAN link of that name is left alone.

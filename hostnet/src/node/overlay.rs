@@ -2,7 +2,7 @@
 //! Node annotation): one device [`VXLAN_DEVICE`], and per peer an FDB entry, a neighbour
 //! entry per pod range and an on-link route per pod range, all on that device.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnetwork::IpNetwork;
 use sha2::{Digest, Sha256};
@@ -18,16 +18,28 @@ pub const VXLAN_OVERHEAD_V4: u32 = 50;
 pub const VXLAN_OVERHEAD_V6: u32 = 70;
 
 /// The device the caller wants: VNI, UDP port, the node's underlay address and the MTU of
-/// the underlay interface (the device gets it minus the overhead of the underlay's family).
+/// the underlay interface (the device gets it minus the overhead of the underlay's family),
+/// and the device's own address of each family ([`overlay_address`] of this node's pod
+/// range), the source of the node's own packets through the overlay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VxlanSpec {
     pub vni: u32,
     pub port: u16,
     pub local: IpAddr,
     pub underlay_mtu: u32,
+    pub addr4: Option<Ipv4Addr>,
+    pub addr6: Option<Ipv6Addr>,
 }
 
 impl VxlanSpec {
+    /// The device's own addresses as `/32` and `/128`: no connected route, only the
+    /// address (the pod range's route stays the bridge's).
+    pub fn addrs(&self) -> Vec<IpNetwork> {
+        let v4 = self.addr4.map(|a| IpNetwork::new(a.into(), 32));
+        let v6 = self.addr6.map(|a| IpNetwork::new(a.into(), 128));
+        v4.into_iter().chain(v6).filter_map(Result::ok).collect()
+    }
+
     /// The device's MTU: what a pod's packet may be for the encapsulated one to fit.
     pub fn mtu(&self) -> u32 {
         let overhead = match self.local {
@@ -85,6 +97,15 @@ pub fn overlay_gateway(cidr: &IpNetwork) -> IpAddr {
     cidr.network()
 }
 
+/// This node's address on the device for its pod range `cidr`: the same network address
+/// every peer's route to that range goes via ([`overlay_gateway`]), so a reply to it comes
+/// back through the overlay. Never a pod's or the bridge's (host-local hands out from the
+/// second address on, the first is the gateway); in IPv6 it is also the subnet-router
+/// anycast address the bridge holds, which Linux allows beside a unicast `/128`.
+pub fn overlay_address(cidr: &IpNetwork) -> IpAddr {
+    cidr.network()
+}
+
 #[cfg(test)]
 mod unit {
     use super::*;
@@ -124,6 +145,8 @@ mod unit {
             port: 8472,
             local: local.parse().unwrap(),
             underlay_mtu: 1500,
+            addr4: None,
+            addr6: None,
         };
         assert_eq!(spec("192.168.1.1").mtu(), 1450);
         assert_eq!(spec("fd00::1").mtu(), 1430);

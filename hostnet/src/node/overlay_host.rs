@@ -61,24 +61,82 @@ pub(super) fn ensure_vxlan(nl: &Netlink, spec: &VxlanSpec) -> Result<(), NodeNet
     let op = "ensure vxlan device";
     let want = params(spec);
     let mac = vtep_mac(spec.local);
-    if let Some((index, current)) = our_device(nl, op)? {
-        let link = nl.link_by_index(index).map_err(|e| err(op, e))?;
+    let mut index = None;
+    if let Some((i, current)) = our_device(nl, op)? {
+        let link = nl.link_by_index(i).map_err(|e| err(op, e))?;
         if current == Some(want) && link.mtu == spec.mtu() && link.mac == Some(mac) {
-            return nl.set_up(index).map_err(|e| err(op, e));
+            index = Some(i);
+        } else {
+            nl.delete_link(i).map_err(|e| err(op, e))?;
         }
-        nl.delete_link(index).map_err(|e| err(op, e))?;
     }
-    nl.create_vxlan(VXLAN_DEVICE, &want, spec.mtu(), mac)
-        .map_err(|e| err(op, e))?;
-    let link = nl
-        .link_by_name(VXLAN_DEVICE)
+    let index = match index {
+        Some(i) => i,
+        None => create(nl, spec, &want, mac)?,
+    };
+    set_addresses(nl, index, &spec.addrs()).map_err(|e| err(op, e))?;
+    nl.set_up(index).map_err(|e| err(op, e))
+}
+
+/// Makes the device; first refuses, naming it, when another VXLAN device has our VNI and
+/// port over the same family (the kernel's EEXIST would not say which).
+fn create(
+    nl: &Netlink,
+    spec: &VxlanSpec,
+    want: &VxlanParams,
+    mac: [u8; 6],
+) -> Result<u32, NodeNetError> {
+    let op = "ensure vxlan device";
+    let v6 = spec.local.is_ipv6();
+    let clash = nl
+        .vxlan_devices()
         .map_err(|e| err(op, e))?
+        .into_iter()
+        .find(|d| d.vni == spec.vni && d.port == spec.port && d.ipv6 == v6);
+    if let Some(d) = clash {
+        return Err(NodeNetError {
+            op: op.to_string(),
+            reason: format!(
+                "the VXLAN device {} already has VNI {} on UDP port {}, and the kernel allows \
+                 one device per VNI and port",
+                d.name, d.vni, d.port
+            ),
+            errno: Some(libc_errno::EADDRINUSE),
+        });
+    }
+    nl.create_vxlan(VXLAN_DEVICE, want, spec.mtu(), mac)
+        .map_err(|e| err(op, e))?;
+    nl.link_by_name(VXLAN_DEVICE)
+        .map_err(|e| err(op, e))?
+        .map(|l| l.index)
         .ok_or_else(|| NodeNetError {
             op: op.to_string(),
             reason: "the device vanished after creation".to_string(),
             errno: Some(nix::libc::ENODEV),
-        })?;
-    nl.set_up(link.index).map_err(|e| err(op, e))
+        })
+}
+
+/// The device's global addresses made exactly `want` (its link-local one stays). IPv6
+/// without duplicate detection: the address is this node's by its pod range. Losing a
+/// family's last address drops that family's routes through the device: the caller lists
+/// the peers after any change of the spec (see [`super::NodeNet::ensure_vxlan`]).
+fn set_addresses(nl: &Netlink, index: u32, want: &[IpNetwork]) -> Result<(), NetlinkError> {
+    const RT_SCOPE_UNIVERSE: u8 = 0;
+    let have: Vec<IpNetwork> = nl
+        .addresses(Some(index))?
+        .into_iter()
+        .filter(|a| a.scope == RT_SCOPE_UNIVERSE)
+        .map(|a| a.addr)
+        .collect();
+    // New ones first: the kernel flushes a family's routes through a device that loses
+    // its last address of that family.
+    for a in want.iter().filter(|a| !have.contains(a)) {
+        nl.add_address_nodad(index, *a)?;
+    }
+    for a in have.iter().filter(|a| !want.contains(a)) {
+        gone(nl.del_address(index, *a))?;
+    }
+    Ok(())
 }
 
 pub(super) fn remove_vxlan(nl: &Netlink) -> Result<(), NodeNetError> {

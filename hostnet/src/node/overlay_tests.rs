@@ -83,6 +83,8 @@ fn spec(local: &str) -> VxlanSpec {
         port: 8472,
         local: ip(local),
         underlay_mtu: 1500,
+        addr4: None,
+        addr6: None,
     }
 }
 
@@ -322,4 +324,81 @@ fn an_ipv6_underlay_carries_both_families() {
     pods_cross(&s, 1430);
     a1.remove_vxlan().unwrap();
     assert_eq!(s.a1.sh("ip", &["-6", "route", "show", "proto", "0xcb"]), "");
+}
+
+#[test]
+fn the_device_holds_the_node_s_overlay_addresses_and_only_those() {
+    if !privileged("the_device_holds_the_node_s_overlay_addresses_and_only_those") {
+        return;
+    }
+    let (node, other) = (Ns::new(), Ns::new());
+    node.link("eth0", &["192.168.10.11/24"], &other, "eth0", &[]);
+    let k = node.node();
+    let globals = || {
+        let out = node.sh(
+            "ip",
+            &["-o", "addr", "show", "dev", VXLAN_DEVICE, "scope", "global"],
+        );
+        let mut v: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(3).map(str::to_string))
+            .collect();
+        v.sort();
+        v
+    };
+    let with = |a4: &str, a6: &str| VxlanSpec {
+        addr4: Some(a4.parse().unwrap()),
+        addr6: Some(a6.parse().unwrap()),
+        ..spec("192.168.10.11")
+    };
+    k.ensure_vxlan(&with("10.244.1.0", "fd44:1::")).unwrap();
+    assert_eq!(globals(), ["10.244.1.0/32", "fd44:1::/128"]);
+    // A new pod range: the addresses change in place, the peers stay.
+    let to_b1 = peer("192.168.20.21", &["10.244.3.0/24"]);
+    k.add_overlay_peer(&to_b1).unwrap();
+    node.sh("ip", &["addr", "add", "10.9.9.9/32", "dev", VXLAN_DEVICE]);
+    k.ensure_vxlan(&with("10.244.7.0", "fd44:7::")).unwrap();
+    assert_eq!(globals(), ["10.244.7.0/32", "fd44:7::/128"]);
+    assert_eq!(k.overlay_peers().unwrap(), vec![to_b1]);
+    k.ensure_vxlan(&spec("192.168.10.11")).unwrap();
+    assert_eq!(globals(), Vec::<String>::new());
+}
+
+#[test]
+fn a_vxlan_device_of_someone_else_on_our_vni_and_port_is_named() {
+    if !privileged("a_vxlan_device_of_someone_else_on_our_vni_and_port_is_named") {
+        return;
+    }
+    let (node, other) = (Ns::new(), Ns::new());
+    node.link("eth0", &["192.168.10.11/24"], &other, "eth0", &[]);
+    let (vni, port) = (spec("192.168.10.11").vni.to_string(), "8472");
+    node.sh(
+        "ip",
+        &[
+            "link",
+            "add",
+            "flannel.1",
+            "type",
+            "vxlan",
+            "id",
+            &vni,
+            "dstport",
+            port,
+            "local",
+            "192.168.10.11",
+            "nolearning",
+        ],
+    );
+    let k = node.node();
+    let e = k.ensure_vxlan(&spec("192.168.10.11")).unwrap_err();
+    assert!(e.is_in_use(), "{e}");
+    assert!(e.reason.contains("flannel.1"), "{e}");
+    assert!(node.nl.link_by_name(VXLAN_DEVICE).unwrap().is_none());
+    // Another VNI on the same port is no clash (the kernel demultiplexes by VNI).
+    k.ensure_vxlan(&VxlanSpec {
+        vni: 4243,
+        ..spec("192.168.10.11")
+    })
+    .unwrap();
+    assert!(node.nl.link_by_name("flannel.1").unwrap().is_some());
 }

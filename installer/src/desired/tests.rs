@@ -485,11 +485,21 @@ fn vxlan_sends_every_peer_through_the_overlay_and_wants_the_device_before_any() 
         Some("192.168.0.1".parse().unwrap()),
         "the MTU fits the overlay before the first peer"
     );
+}
+
+/// Issue 27 item 3: on-link is each side's own view, so this node's receive side is up in
+/// auto mode with every peer on-link, and with no peer at all; host-gw has none.
+#[test]
+fn auto_wants_the_device_whatever_the_peers_host_gw_never() {
+    let this = Some("192.168.0.1".parse().unwrap());
+    let all_on_link = run(&[me(), good_peer()]);
+    assert!(all_on_link.overlay.is_empty());
     assert_eq!(
-        run(&[me(), good_peer()]).underlay,
-        None,
-        "auto, all on-link"
+        all_on_link.underlay, this,
+        "a peer may see this node off-link"
     );
+    assert_eq!(run(&[me()]).underlay, this, "alone");
+    assert_eq!(with_mode(Mode::HostGw, &[me(), far()]).underlay, None);
 }
 
 #[test]

@@ -305,6 +305,8 @@ fn spec(vni: u32) -> VxlanSpec {
         port: 8472,
         local: "192.168.0.1".parse().unwrap(),
         underlay_mtu: 1500,
+        addr4: None,
+        addr6: None,
     }
 }
 
@@ -484,4 +486,53 @@ fn a_foreign_route_holding_a_peers_range_is_left_alone() {
     assert_eq!(out.foreign, ["10.244.4.0/24".parse::<IpNetwork>().unwrap()]);
     assert!(out.warnings[0].contains("not an overlay route of ours"));
     assert!(!out.routes_ok());
+}
+
+/// Issue 27 item 3: the device is the receive side, kept when no peer of ours needs it.
+#[test]
+fn the_device_stays_without_peers_while_wanted_and_goes_only_when_not() {
+    let net = fake();
+    let mut fwd = Applied::default();
+    let a = peer("172.16.0.4", &["10.244.4.0/24"]);
+    reconcile(&net, &BTreeSet::new(), &overlay(&[a]), &policy(), &mut fwd);
+    ops(&net);
+    // The peer turned on-link: its entries go, the device stays.
+    let out = reconcile(&net, &BTreeSet::new(), &overlay(&[]), &policy(), &mut fwd);
+    assert!(out.errors.is_empty() && out.routes_ok(), "{:?}", out.errors);
+    assert_eq!(ops(&net), ["del overlay 172.16.0.4"]);
+    fwd.forget();
+    reconcile(&net, &BTreeSet::new(), &overlay(&[]), &policy(), &mut fwd);
+    assert!(ops(&net).is_empty());
+    assert_eq!(net.with(|s| s.vxlan), Some(spec(1)));
+    // A fresh node with no peer makes it too.
+    let net = fake();
+    let mut fresh = Applied::default();
+    reconcile(&net, &BTreeSet::new(), &overlay(&[]), &policy(), &mut fresh);
+    assert_eq!(net.with(|s| s.vxlan), Some(spec(1)));
+}
+
+/// Issue 27 item 4: another VXLAN device on our VNI and port (flannel.1 after a migration)
+/// blocks the overlay with one finding that names it and says what to do; the direct
+/// routes and the firewall still go on.
+#[test]
+fn a_vxlan_device_on_our_vni_and_port_blocks_the_overlay_and_says_what_to_do() {
+    let net = fake();
+    net.with(|s| s.other_vxlan.push(("flannel.1".into(), 1, 8472, false)));
+    let routes = set(&[route("10.244.1.0/24", "192.168.0.2")]);
+    let want = overlay(&[peer("172.16.0.4", &["10.244.4.0/24"])]);
+    let mut fwd = Applied::default();
+    let out = reconcile(&net, &routes, &want, &policy(), &mut fwd);
+    let why = out.overlay_blocked.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("flannel.1") && why.contains("--vxlan-vni") && why.contains("delete it"),
+        "{out:?}"
+    );
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    assert!(!out.routes_ok() && out.firewall_ok && out.added == 1);
+    assert_eq!(net.with(|s| s.vxlan), None);
+    // Another VNI: no clash.
+    let mut other = want.clone();
+    other.spec = Some(spec(7));
+    let out = reconcile(&net, &routes, &other, &policy(), &mut fwd);
+    assert!(out.overlay_blocked.is_none() && out.routes_ok(), "{out:?}");
 }

@@ -621,15 +621,32 @@ pub fn wait_for(what: &str, mut check: impl FnMut() -> bool, detail: impl Fn() -
 
 /// `GET /readyz` on the agent's health port inside the node: its status code.
 pub fn readyz(node: &Node) -> Option<u16> {
+    get(node, "/readyz").map(|(code, _)| code)
+}
+
+/// The value of the agent's metric `cni_rs_<name>` on `/metrics`.
+pub fn metric(node: &Node, name: &str) -> Option<u64> {
+    let (_, body) = get(node, "/metrics")?;
+    let name = format!("cni_rs_{name} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(&name))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// `GET path` on the agent's health port inside the node: status code and whole answer.
+fn get(node: &Node, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut conn = node
         .ns
         .run(|| std::net::TcpStream::connect("127.0.0.1:9277"))
         .ok()?;
     conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    conn.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .ok()?;
+    conn.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
     let mut answer = String::new();
     conn.read_to_string(&mut answer).ok()?;
-    answer.split_whitespace().nth(1)?.parse().ok()
+    let code = answer.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, answer))
 }
