@@ -327,6 +327,7 @@ fn an_ipv6_underlay_carries_both_families() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn the_device_holds_the_node_s_overlay_addresses_and_only_those() {
     if !privileged("the_device_holds_the_node_s_overlay_addresses_and_only_those") {
         return;
@@ -365,6 +366,7 @@ fn the_device_holds_the_node_s_overlay_addresses_and_only_those() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_vxlan_device_of_someone_else_on_our_vni_and_port_is_named() {
     if !privileged("a_vxlan_device_of_someone_else_on_our_vni_and_port_is_named") {
         return;
