@@ -310,14 +310,10 @@ fn read_line_bounded(reader: &mut impl BufRead, max: usize) -> Result<Option<Vec
 }
 
 fn read_bounded(body: impl Read, max: u64) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    body.take(max + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| format!("reading the answer: {e}"))?;
-    if out.len() as u64 > max {
-        return Err(format!("an answer larger than {max} bytes"));
-    }
-    Ok(out)
+    libcni::file::read_bounded(body, max).map_err(|e| match e {
+        libcni::file::ReadError::Io(e) => format!("reading the answer: {e}"),
+        _ => format!("an answer larger than {max} bytes"),
+    })
 }
 
 /// Query values (resourceVersion, continue tokens: base64 and digits) made URL-safe.

@@ -1,9 +1,10 @@
-//! Files that appear whole or not at all: a temporary name in the same directory, fsync,
-//! chmod, rename over the target, fsync the directory. Unchanged files are not touched.
+//! Files that appear whole or not at all (libcni's [`file::write_atomic_via`]: a temporary
+//! name in the same directory, chmod, fsync, rename over the target, fsync the directory)
+//! under temporary names of ours. Unchanged files are not touched.
 
-use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use libcni::file::{self, Links, WriteError};
+use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -27,12 +28,23 @@ fn hint(e: &std::io::Error) -> &'static str {
     }
 }
 
+impl From<WriteError> for FileError {
+    fn from(e: WriteError) -> FileError {
+        FileError {
+            op: e.op,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 fn err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> FileError {
     let path = path.to_path_buf();
     move |source| FileError { op, path, source }
 }
 
 /// Puts `content` with `mode` at `dir/name` unless it is already there; true if it wrote.
+/// The write is [`file::write_atomic_via`] under a name of ours ([`TMP_MARK`]).
 pub fn put(dir: &Path, name: &str, content: &[u8], mode: u32) -> Result<bool, FileError> {
     let target = dir.join(name);
     if same(&target, content, Some(mode)) {
@@ -45,13 +57,7 @@ pub fn put(dir: &Path, name: &str, content: &[u8], mode: u32) -> Result<bool, Fi
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
-    let written = write_new(&tmp, content, mode)
-        .and_then(|()| std::fs::rename(&tmp, &target).map_err(err("renaming into", &target)));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    sync_dir(dir)?;
+    file::write_atomic_via(&target, &tmp, content, mode)?;
     Ok(true)
 }
 
@@ -59,7 +65,7 @@ pub fn put(dir: &Path, name: &str, content: &[u8], mode: u32) -> Result<bool, Fi
 pub fn remove(path: &Path) -> Result<bool, FileError> {
     match std::fs::remove_file(path) {
         Ok(()) => {
-            sync_dir(path.parent().unwrap_or(Path::new("/")))?;
+            file::sync_dir(path.parent().unwrap_or(Path::new("/")))?;
             Ok(true)
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
@@ -80,47 +86,56 @@ pub fn remove_stale_temps(dir: &Path) -> Vec<String> {
 }
 
 /// True if `path` is a regular file with exactly `content` (and permission bits `mode`).
+/// A symlink to one counts; a FIFO or device is not opened for long (never waited on).
 pub fn same(path: &Path, content: &[u8], mode: Option<u32>) -> bool {
-    let Ok(mut file) = File::open(path) else {
+    let Ok(file) = file::open_regular(path, Links::Follow) else {
         return false;
     };
     let Ok(meta) = file.metadata() else {
         return false;
     };
-    if !meta.is_file()
-        || meta.len() != content.len() as u64
-        || mode.is_some_and(|m| meta.mode() & 0o7777 != m)
-    {
+    if meta.len() != content.len() as u64 || mode.is_some_and(|m| meta.mode() & 0o7777 != m) {
         return false;
     }
-    let mut have = Vec::with_capacity(content.len());
-    file.read_to_end(&mut have).is_ok() && have == content
-}
-
-fn write_new(tmp: &Path, content: &[u8], mode: u32) -> Result<(), FileError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(tmp)
-        .map_err(err("creating", tmp))?;
-    file.write_all(content).map_err(err("writing", tmp))?;
-    file.sync_all().map_err(err("syncing", tmp))?;
-    // After the write: the umask does not apply to fchmod.
-    file.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(err("chmod", tmp))
-}
-
-fn sync_dir(dir: &Path) -> Result<(), FileError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(err("syncing directory", dir))
+    file::read_bounded(file, content.len() as u64).is_ok_and(|have| have == content)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
     use testkit::TempDir;
+
+    #[test]
+    fn a_fifo_in_the_way_is_replaced_without_waiting_on_it() {
+        let dir = TempDir::new("cni-install-atomic");
+        let target = dir.join("10-x.conflist");
+        let made = std::process::Command::new("mkfifo").arg(&target).status();
+        assert!(made.unwrap().success());
+        let (done, wait) = std::sync::mpsc::channel();
+        let path = dir.path().to_path_buf();
+        // A thread, so that a put that waits for a FIFO writer fails the test, not hangs it.
+        std::thread::spawn(move || done.send(put(&path, "10-x.conflist", b"{}", 0o644).unwrap()));
+        let wrote = wait.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(wrote, Ok(true), "put waited on the FIFO");
+        assert_eq!(std::fs::read(&target).unwrap(), b"{}");
+    }
+
+    #[test]
+    fn the_mode_is_exact_whatever_the_umask() {
+        let dir = TempDir::new("cni-install-atomic");
+        // 0666: a umask (022 at least) would take bits from a mode given at creation.
+        put(dir.path(), "f", b"x", 0o666).unwrap();
+        assert_eq!(
+            std::fs::metadata(dir.join("f")).unwrap().mode() & 0o7777,
+            0o666
+        );
+        // A failed step names itself and the path.
+        std::fs::create_dir(dir.join("d")).unwrap();
+        let e = put(dir.path(), "d", b"x", 0o644).unwrap_err();
+        assert_eq!(e.op, "renaming into");
+        assert_eq!(e.path, dir.join("d"));
+    }
 
     #[test]
     fn writes_then_skips_identical_content() {

@@ -240,13 +240,7 @@ impl Args {
 }
 
 fn parse_cidr(s: &str) -> Result<IpNetwork, String> {
-    let net: IpNetwork = s.parse().map_err(|e| format!("{s:?} is not a CIDR: {e}"))?;
-    if !s.contains('/') || net.ip() != net.network() {
-        return Err(format!(
-            "{s:?} is not a network address with a prefix length"
-        ));
-    }
-    Ok(net)
+    crate::podcidr::parse_network(s).map_err(|why| format!("{s:?} {why}"))
 }
 
 /// The health endpoint's address: not a wildcard (it would serve every interface).
@@ -336,6 +330,8 @@ mod tests {
             &["--mtu", "0"],
             &["--interval", "0"],
             &["--cluster-cidr", "10.0.0.1/8"],
+            &["--cluster-cidr", "10.0.0.0/255.0.0.0"],
+            &["--cluster-cidr", "10.0.0.0"],
             &["--no-masquerade-cidr", "nonsense"],
             &["--health-listen", "0.0.0.0:9277"],
             &["--mode", "bgp"],

@@ -76,13 +76,27 @@ pub(crate) struct Meta {
     pub created: String,
 }
 
+/// `spec`: the pod ranges. `null` is as good as missing (Go's decoding), for both fields.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Spec {
     #[serde(rename = "podCIDR")]
-    pod_cidr: String,
+    pod_cidr: Option<String>,
     #[serde(rename = "podCIDRs")]
-    pod_cidrs: Vec<String>,
+    pod_cidrs: Option<Vec<String>>,
+}
+
+impl Spec {
+    /// The field the pod ranges come from and its values, by the API server's own rule
+    /// (its conversion of a v1 NodeSpec): `podCIDRs` when the list has any entry, else
+    /// `podCIDR` (a cluster from before dual-stack); missing, `null`, `""` and `[]` are
+    /// all "no range yet".
+    fn pod_cidrs(self) -> (&'static str, Vec<String>) {
+        match self.pod_cidrs.filter(|c| !c.is_empty()) {
+            Some(cidrs) => ("spec.podCIDRs", cidrs),
+            None => ("spec.podCIDR", self.pod_cidr.into_iter().collect()),
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -99,7 +113,8 @@ struct Status {
     addresses: Vec<Address>,
 }
 
-/// A Node object as decoded: only the fields above.
+/// A Node object as decoded: only the fields above. The one model of a Node, for the
+/// list, the watch and `--once` (`podcidr::from_node_json`).
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct RawNode {
@@ -110,11 +125,7 @@ pub(crate) struct RawNode {
 
 impl RawNode {
     pub fn info(self) -> NodeInfo {
-        let (field, cidrs) = if self.spec.pod_cidrs.iter().any(|c| !c.is_empty()) {
-            ("spec.podCIDRs", self.spec.pod_cidrs)
-        } else {
-            ("spec.podCIDR", vec![self.spec.pod_cidr])
-        };
+        let (field, cidrs) = self.spec.pod_cidrs();
         let created = bounded(std::iter::once(self.metadata.created)).concat();
         NodeInfo::new(
             self.metadata.name,
@@ -274,6 +285,55 @@ mod tests {
         assert_eq!(info.pod_cidrs_field, "spec.podCIDR");
         let n: RawNode = serde_json::from_str(r#"{"spec":{}}"#).unwrap();
         assert_eq!(n.info().ranges, Ok(vec![]));
+    }
+
+    /// The watch and `--once` read a Node's ranges by one rule, the API server's:
+    /// `podCIDRs` when it has an entry, else `podCIDR`; `null` is as good as missing.
+    #[test]
+    fn one_pod_cidr_rule_for_the_watch_and_once() {
+        for (spec, field, want) in [
+            (
+                r#"{"podCIDR":"10.0.1.0/24","podCIDRs":["10.0.1.0/24","fd00:1::/64"]}"#,
+                "spec.podCIDRs",
+                &["10.0.1.0/24", "fd00:1::/64"][..],
+            ),
+            (
+                r#"{"podCIDR":"10.0.2.0/24"}"#,
+                "spec.podCIDR",
+                &["10.0.2.0/24"],
+            ),
+            (
+                r#"{"podCIDR":"10.0.2.0/24","podCIDRs":[]}"#,
+                "spec.podCIDR",
+                &["10.0.2.0/24"],
+            ),
+            (
+                r#"{"podCIDR":"10.0.2.0/24","podCIDRs":null}"#,
+                "spec.podCIDR",
+                &["10.0.2.0/24"],
+            ),
+            // A list with an entry wins, even an empty one (the API server never stores that).
+            (
+                r#"{"podCIDR":"10.0.2.0/24","podCIDRs":[""]}"#,
+                "spec.podCIDRs",
+                &[],
+            ),
+            (r#"{"podCIDR":null,"podCIDRs":null}"#, "spec.podCIDR", &[]),
+            (r#"{"podCIDR":""}"#, "spec.podCIDR", &[]),
+        ] {
+            let node = format!(r#"{{"metadata":{{"name":"n"}},"spec":{spec}}}"#);
+            let line = format!(r#"{{"type":"ADDED","object":{node}}}"#);
+            let Ok(WatchEvent::Applied(info, _)) = decode_event(line.as_bytes()) else {
+                panic!("{spec}: not applied")
+            };
+            let want: Vec<IpNetwork> = want.iter().map(|c| c.parse().unwrap()).collect();
+            assert_eq!(
+                (info.pod_cidrs_field, &info.ranges),
+                (field, &Ok(want.clone())),
+                "{spec}"
+            );
+            assert_eq!(podcidr::from_node_json(node.as_bytes()), Ok(want), "{spec}");
+        }
     }
 
     #[test]

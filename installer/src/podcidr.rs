@@ -1,33 +1,17 @@
-//! A Node object's pod ranges: `spec.podCIDRs`, or `spec.podCIDR` when only that is set.
+//! A Node object's pod ranges: `spec.podCIDRs`, or `spec.podCIDR` when only that is set
+//! (the rule is `nodes::Spec`'s), each checked as a node's pod range.
 
 use ipnetwork::IpNetwork;
-use serde::Deserialize;
 
-#[derive(Deserialize)]
-struct Node {
-    #[serde(default)]
-    spec: NodeSpec,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NodeSpec {
-    #[serde(rename = "podCIDR", default)]
-    pod_cidr: Option<String>,
-    #[serde(rename = "podCIDRs", default)]
-    pod_cidrs: Option<Vec<String>>,
-}
+use crate::nodes::RawNode;
 
 /// The node's pod ranges in API order: empty while the node has none yet, else one or
-/// (dual-stack) two networks of different families.
+/// (dual-stack) two networks of different families. The Node is read as the watch reads
+/// it ([`RawNode`]).
 pub fn from_node_json(body: &[u8]) -> Result<Vec<IpNetwork>, String> {
-    let node: Node = serde_json::from_slice(body)
+    let node: RawNode = serde_json::from_slice(body)
         .map_err(|e| format!("the API server's Node object does not parse: {e}"))?;
-    let (field, cidrs) = match node.spec.pod_cidrs.filter(|c| !c.is_empty()) {
-        Some(cidrs) => ("spec.podCIDRs", cidrs),
-        None => ("spec.podCIDR", node.spec.pod_cidr.into_iter().collect()),
-    };
-    parse_ranges(field, &cidrs)
+    node.info().ranges
 }
 
 /// A node's pod ranges: each a network address with a prefix length a node can use, at
@@ -49,29 +33,49 @@ pub fn parse_ranges(field: &str, cidrs: &[String]) -> Result<Vec<IpNetwork>, Str
 }
 
 fn parse_one(field: &str, cidr: &str) -> Result<IpNetwork, String> {
-    // ipnetwork reads a bare address as a /32 or /128: a range needs its prefix length.
-    if !cidr.contains('/') {
-        return Err(format!("{field} {cidr:?} is not a CIDR: no prefix length"));
-    }
-    let net: IpNetwork = cidr
-        .parse()
-        .map_err(|e| format!("{field} {cidr:?} is not a CIDR: {e}"))?;
-    if net.prefix() == 0 {
-        return Err(format!(
-            "{field} {cidr:?} is a default route, not a node's pod range"
-        ));
-    }
-    if net.ip() != net.network() {
-        return Err(format!(
-            "{field} {cidr:?} is not a network address (host bits set)"
-        ));
-    }
+    let net = match parse_network(cidr) {
+        Ok(net) if net.prefix() != 0 => net,
+        Ok(_) | Err(NotANetwork::HostBits { prefix: 0 }) => {
+            return Err(format!(
+                "{field} {cidr:?} is a default route, not a node's pod range"
+            ));
+        }
+        Err(why) => return Err(format!("{field} {cidr:?} {why}")),
+    };
     // host-local needs a gateway and at least one address beside network/broadcast.
     let max = if net.is_ipv4() { 30 } else { 126 };
     if net.prefix() > max {
         return Err(format!(
             "{field} {cidr:?} is too small for pods (prefix longer than /{max})"
         ));
+    }
+    Ok(net)
+}
+
+/// Why a value is not a network address with its prefix length; shown after the value.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum NotANetwork {
+    #[error("is not a CIDR: no prefix length")]
+    NoPrefix,
+    #[error("is not a CIDR: not an address, '/' and a prefix length of its family")]
+    Syntax,
+    #[error("is not a network address (host bits set)")]
+    HostBits { prefix: u8 },
+}
+
+/// A network address with its prefix length (`10.244.0.0/16`), read as Go's
+/// `net.ParseCIDR` reads it (libcni's `parse_cidr`: a bare address, a netmask or a signed
+/// prefix is not one), as the API server validates `podCIDRs` and as `--cluster-cidr` is
+/// given.
+pub fn parse_network(cidr: &str) -> Result<IpNetwork, NotANetwork> {
+    if !cidr.contains('/') {
+        return Err(NotANetwork::NoPrefix);
+    }
+    let net = libcni::types::parse_cidr(cidr).map_err(|_| NotANetwork::Syntax)?;
+    if net.ip() != net.network() {
+        return Err(NotANetwork::HostBits {
+            prefix: net.prefix(),
+        });
     }
     Ok(net)
 }
@@ -130,6 +134,12 @@ mod tests {
                 "more than two",
             ),
             (r#"{"podCIDRs":"10.1.0.0/24"}"#, "does not parse"),
+            // Go's ParseCIDR: no netmask, no sign (ipnetwork alone takes both)
+            (
+                r#"{"podCIDRs":["10.1.0.0/255.255.255.0"]}"#,
+                "is not a CIDR",
+            ),
+            (r#"{"podCIDRs":["10.1.0.0/+24"]}"#, "is not a CIDR"),
         ] {
             let err = parse(spec).unwrap_err();
             assert!(err.contains(want), "{spec}: {err}");

@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The most a network configuration may hold: on stdin, in a `.conflist`/`.conf` file.
@@ -31,6 +31,11 @@ impl ReadError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, ReadError::Io(e) if e.kind() == io::ErrorKind::NotFound)
     }
+
+    /// A symlink where none is followed ([`Links::Refuse`]).
+    pub fn is_symlink(&self) -> bool {
+        matches!(self, ReadError::NotRegular { kind } if *kind == SYMLINK)
+    }
 }
 
 /// `16 MiB`, `4096 bytes`.
@@ -51,6 +56,8 @@ pub enum Links {
     Refuse,
 }
 
+const SYMLINK: &str = "a symlink";
+
 fn kind_of(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
@@ -63,28 +70,31 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
     } else if t.is_block_device() {
         "a block device"
     } else if t.is_symlink() {
-        "a symlink"
+        SYMLINK
     } else {
         "not a regular file"
     }
 }
 
-/// Opens `path` for reading without waiting on a FIFO; an error unless it is a regular file.
-pub fn open_regular(path: &Path, links: Links) -> Result<File, ReadError> {
+/// Opens `path` for reading without waiting on a FIFO or taking a terminal, whatever it
+/// is; under [`Links::Refuse`] a symlink at `path` itself fails (`ELOOP`).
+pub fn open_nonblocking(path: &Path, links: Links) -> io::Result<File> {
     let nofollow = match links {
         Links::Follow => 0,
         Links::Refuse => nix::libc::O_NOFOLLOW,
     };
-    let file = OpenOptions::new()
+    OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nofollow)
         .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(nix::libc::ELOOP) if links == Links::Refuse => {
-                ReadError::NotRegular { kind: "a symlink" }
-            }
-            _ => ReadError::Io(e),
-        })?;
+}
+
+/// Opens `path` for reading without waiting on a FIFO; an error unless it is a regular file.
+pub fn open_regular(path: &Path, links: Links) -> Result<File, ReadError> {
+    let file = open_nonblocking(path, links).map_err(|e| match e.raw_os_error() {
+        Some(nix::libc::ELOOP) if links == Links::Refuse => ReadError::NotRegular { kind: SYMLINK },
+        _ => ReadError::Io(e),
+    })?;
     let t = file.metadata().map_err(ReadError::Io)?.file_type();
     if !t.is_file() {
         return Err(ReadError::NotRegular { kind: kind_of(t) });
@@ -116,32 +126,73 @@ pub fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp"))
 }
 
-/// Puts `bytes` at `path` whole or not at all: written to [`temp_path`] (created fresh,
-/// never through a link), fsynced, renamed over `path` (which replaces a symlink or FIFO
-/// there instead of following it, and fails on a directory). The temp file is removed on
-/// failure.
+/// A step of [`write_atomic_via`] that failed: what it did (`"renaming into"`), to which path.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {}: {source}", path.display())]
+pub struct WriteError {
+    pub op: &'static str,
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+fn step(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> WriteError {
+    move |source| WriteError {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Puts `bytes` at `path` whole or not at all, through [`temp_path`]; see
+/// [`write_atomic_via`].
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let tmp = temp_path(path);
-    remove_entry_file(&tmp)?;
+    write_atomic_via(path, &temp_path(path), bytes, mode).map_err(|e| e.source)
+}
+
+/// Puts `bytes` with permission bits `mode` at `path` whole or not at all: written to
+/// `tmp` (beside it; created fresh 0600, never through a link), chmod to `mode` (the umask
+/// does not apply), fsynced, renamed over `path` (which replaces a symlink or FIFO there
+/// instead of following it, and fails on a directory), then the directory fsynced so the
+/// rename survives a crash. `tmp` is removed on failure.
+pub fn write_atomic_via(
+    path: &Path,
+    tmp: &Path,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<(), WriteError> {
+    remove_entry_file(tmp).map_err(step("removing", tmp))?;
     let written = (|| {
         let mut f = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(mode)
+            .mode(0o600)
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
+            .open(tmp)
+            .map_err(step("creating", tmp))?;
+        f.write_all(bytes).map_err(step("writing", tmp))?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(step("chmod", tmp))?;
+        f.sync_all().map_err(step("syncing", tmp))?;
+        std::fs::rename(tmp, path).map_err(step("renaming into", path))
     })();
     if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_file(tmp);
     }
     written?;
-    if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    sync_dir(dir)
+}
+
+/// fsyncs the directory `dir`, so that an entry created, renamed or removed in it stays so
+/// after a crash.
+pub fn sync_dir(dir: &Path) -> Result<(), WriteError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(step("syncing directory", dir))
 }
 
 /// Removes a file or symlink at `path` (never what it points to); a missing one is fine.
@@ -204,6 +255,26 @@ mod tests {
                 .is_not_found()
         );
         assert_eq!(human(MAX_CONFIG), "16 MiB");
+    }
+
+    #[test]
+    fn atomic_write_sets_the_exact_mode_and_names_a_failed_step() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = testkit::TempDir::new("libcni-file");
+        // 0666: a umask (022 at least) would take bits from a mode given at creation.
+        write_atomic(&dir.join("f"), b"x", 0o666).unwrap();
+        let mode = std::fs::metadata(dir.join("f"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o666);
+        std::fs::create_dir(dir.join("d")).unwrap();
+        let e = write_atomic_via(&dir.join("d"), &dir.join(".d.x"), b"x", 0o600).unwrap_err();
+        assert_eq!(
+            (e.op, e.path.as_path()),
+            ("renaming into", dir.join("d").as_path())
+        );
+        assert!(!dir.join(".d.x").exists());
     }
 
     #[test]

@@ -1,32 +1,26 @@
 //! `resolvConf`: a resolv.conf file turned into the result's `dns`.
 
+use libcni::file::{self, Links, ReadError};
 use libcni::types::Dns;
-use nix::libc;
-use std::fs::OpenOptions;
-use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::io;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 /// A resolv.conf is well under a kilobyte; the reference's line scanner gives up on a
 /// 64 KiB line. Anything longer (`/dev/zero`, a log file by mistake) is refused.
 const MAX_LEN: u64 = 64 * 1024;
 
-/// Reads and parses the file; see [`parse`]. A FIFO is refused rather than waited on.
+/// Reads and parses the file; see [`parse`]. A FIFO is refused rather than waited on; a
+/// device is read as the reference reads it, up to the cap (`/dev/zero` is too large).
 pub fn read(path: &Path) -> io::Result<Dns> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
+    let file = file::open_nonblocking(path, Links::Follow)?;
     if file.metadata()?.file_type().is_fifo() {
         return Err(io::Error::other("a FIFO, not a file"));
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_LEN + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_LEN {
-        return Err(io::Error::other(format!(
-            "too large (over {MAX_LEN} bytes)"
-        )));
-    }
+    let bytes = file::read_bounded(file, MAX_LEN).map_err(|e| match e {
+        ReadError::Io(e) => e,
+        _ => io::Error::other(format!("too large (over {MAX_LEN} bytes)")),
+    })?;
     let text =
         String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     Ok(parse(&text))

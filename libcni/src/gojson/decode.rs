@@ -2,16 +2,17 @@
 //! check and syntax check first, then each level parsed only when `T` asks for it, so
 //! what no field takes is never built); [`with_document`] builds a whole
 //! `serde_json::Value` (duplicates collapsed) for callers that decode several types from
-//! one parse, each through [`Go`]. Both apply the same Go field rules.
+//! one parse, each through [`from_value`]. Both are walked by one deserializer ([`go`]),
+//! with Go's field rules.
 
+mod go;
 mod lazy;
 
 pub use lazy::last_field_is_null;
 
+use go::Go;
 use serde::Deserialize;
-use serde::de::{
-    self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor,
-};
+use serde::de::{self, DeserializeOwned, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -75,7 +76,7 @@ pub fn from_slice<T: DeserializeOwned + Send>(bytes: &[u8]) -> Result<T, Error> 
     if depth > LAZY_DEPTH {
         return on_sized_stack(depth, || parse(bytes).and_then(from_value))?;
     }
-    T::deserialize(lazy::Raw(lazy::parse(bytes)?))
+    T::deserialize(Go(lazy::parse(bytes)?))
 }
 
 /// [`from_slice`] into a map that keeps only the top-level keys named exactly `keys`:
@@ -253,22 +254,6 @@ pub fn eq_fold(key: &str, name: &str) -> bool {
     }) && name.next().is_none()
 }
 
-/// Go's struct rule: each key fills the field of its exact name, else the field equal to it
-/// case-insensitively; later keys overwrite earlier ones; `null` and unknown keys change
-/// nothing (they are dropped here, so serde's defaults apply).
-fn match_fields(m: Map<String, Value>, fields: &[&'static str]) -> Map<String, Value> {
-    let mut out = Map::new();
-    for (k, v) in m {
-        if v.is_null() {
-            continue;
-        }
-        if let Some(f) = match_field(&k, fields) {
-            out.insert(f.to_string(), v);
-        }
-    }
-    out
-}
-
 /// The field `key` fills: the one of its exact name, else one equal to it
 /// case-insensitively.
 fn match_field(key: &str, fields: &[&'static str]) -> Option<&'static str> {
@@ -277,208 +262,6 @@ fn match_field(key: &str, fields: &[&'static str]) -> Option<&'static str> {
         .find(|f| **f == key)
         .or_else(|| fields.iter().find(|f| eq_fold(key, f)))
         .copied()
-}
-
-fn unexpected(v: &Value) -> de::Unexpected<'_> {
-    match v {
-        Value::Null => de::Unexpected::Unit,
-        Value::Bool(b) => de::Unexpected::Bool(*b),
-        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => de::Unexpected::Unsigned(u),
-            (None, Some(i)) => de::Unexpected::Signed(i),
-            _ => de::Unexpected::Float(n.as_f64().unwrap_or_default()),
-        },
-        Value::String(s) => de::Unexpected::Str(s),
-        Value::Array(_) => de::Unexpected::Seq,
-        Value::Object(_) => de::Unexpected::Map,
-    }
-}
-
-/// A parsed value handed to `Deserialize` impls with Go's rules.
-struct Go(Value);
-
-fn visit_array<'de, V: Visitor<'de>>(a: Vec<Value>, visitor: V) -> Result<V::Value, Error> {
-    let len = a.len();
-    let mut seq = Seq(a.into_iter().enumerate());
-    let out = visitor.visit_seq(&mut seq)?;
-    match seq.0.len() {
-        0 => Ok(out),
-        _ => Err(de::Error::invalid_length(len, &"fewer elements in array")),
-    }
-}
-
-fn visit_object<'de, V: Visitor<'de>>(
-    m: Map<String, Value>,
-    visitor: V,
-) -> Result<V::Value, Error> {
-    let len = m.len();
-    let mut obj = Obj {
-        entries: m.into_iter(),
-        value: None,
-    };
-    let out = visitor.visit_map(&mut obj)?;
-    match obj.entries.len() {
-        0 => Ok(out),
-        _ => Err(de::Error::invalid_length(len, &"fewer elements in map")),
-    }
-}
-
-/// `null` where a scalar is expected is its zero value (as in Go).
-macro_rules! null_is_zero {
-    ($($method:ident => $visit:ident($zero:expr);)*) => {$(
-        fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-            match self.0 {
-                Value::Null => v.$visit($zero),
-                other => Go(other).deserialize_any(v),
-            }
-        }
-    )*};
-}
-
-impl<'de> de::Deserializer<'de> for Go {
-    type Error = Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        match self.0 {
-            Value::Null => v.visit_unit(),
-            Value::Bool(b) => v.visit_bool(b),
-            Value::Number(n) => match (n.as_u64(), n.as_i64()) {
-                (Some(u), _) => v.visit_u64(u),
-                (None, Some(i)) => v.visit_i64(i),
-                _ => v.visit_f64(n.as_f64().unwrap_or_default()),
-            },
-            Value::String(s) => v.visit_string(s),
-            Value::Array(a) => visit_array(a, v),
-            Value::Object(m) => visit_object(m, v),
-        }
-    }
-
-    null_is_zero! {
-        deserialize_bool => visit_bool(false);
-        deserialize_i8 => visit_u64(0);
-        deserialize_i16 => visit_u64(0);
-        deserialize_i32 => visit_u64(0);
-        deserialize_i64 => visit_u64(0);
-        deserialize_i128 => visit_u64(0);
-        deserialize_u8 => visit_u64(0);
-        deserialize_u16 => visit_u64(0);
-        deserialize_u32 => visit_u64(0);
-        deserialize_u64 => visit_u64(0);
-        deserialize_u128 => visit_u64(0);
-        deserialize_f32 => visit_u64(0);
-        deserialize_f64 => visit_u64(0);
-        deserialize_str => visit_string(String::new());
-        deserialize_string => visit_string(String::new());
-        deserialize_seq => visit_seq(Seq(Vec::new().into_iter().enumerate()));
-        deserialize_map => visit_map(Obj { entries: Map::new().into_iter(), value: None });
-    }
-
-    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        match self.0 {
-            Value::Null => v.visit_none(),
-            _ => v.visit_some(self),
-        }
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        fields: &'static [&'static str],
-        v: V,
-    ) -> Result<V::Value, Error> {
-        match self.0 {
-            Value::Object(m) => visit_object(match_fields(m, fields), v),
-            Value::Null => visit_object(Map::new(), v),
-            other => Err(de::Error::invalid_type(unexpected(&other), &v)),
-        }
-    }
-
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        variants: &'static [&'static str],
-        v: V,
-    ) -> Result<V::Value, Error> {
-        match self.0 {
-            Value::String(s) => v.visit_enum(s.into_deserializer()),
-            other => other
-                .deserialize_enum(name, variants, v)
-                .map_err(de::Error::custom),
-        }
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        v: V,
-    ) -> Result<V::Value, Error> {
-        v.visit_newtype_struct(self)
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        drop(self);
-        v.visit_unit()
-    }
-
-    serde::forward_to_deserialize_any! {
-        char bytes byte_buf unit unit_struct tuple tuple_struct identifier
-    }
-}
-
-struct Seq(std::iter::Enumerate<std::vec::IntoIter<Value>>);
-
-impl<'de> SeqAccess<'de> for Seq {
-    type Error = Error;
-
-    fn next_element_seed<T: DeserializeSeed<'de>>(
-        &mut self,
-        seed: T,
-    ) -> Result<Option<T::Value>, Error> {
-        match self.0.next() {
-            None => Ok(None),
-            Some((i, v)) => seed
-                .deserialize(Go(v))
-                .map(Some)
-                .map_err(|e| e.within(format!("[{i}]"))),
-        }
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        Some(self.0.len())
-    }
-}
-
-struct Obj {
-    entries: serde_json::map::IntoIter,
-    value: Option<(String, Value)>,
-}
-
-impl<'de> MapAccess<'de> for Obj {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, Error> {
-        let Some((k, v)) = self.entries.next() else {
-            return Ok(None);
-        };
-        let key = seed.deserialize(k.as_str().into_deserializer());
-        self.value = Some((k, v));
-        key.map(Some)
-    }
-
-    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, Error> {
-        let (k, v) = self
-            .value
-            .take()
-            .ok_or_else(|| de::Error::custom("value requested before its key"))?;
-        seed.deserialize(Go(v)).map_err(|e| e.within(k))
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        Some(self.entries.len())
-    }
 }
 
 #[cfg(test)]

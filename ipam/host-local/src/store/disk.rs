@@ -11,6 +11,7 @@
 use super::index::{self, Entry, Stamp, Tag};
 use super::lock::{self, LOCK_FILE};
 use super::{Attachment, Holder, Store, StoreError};
+use libcni::file::{self, Links};
 use nix::libc;
 use std::collections::HashSet;
 use std::fs::{self, File, FileTimes, OpenOptions};
@@ -181,25 +182,16 @@ impl DiskStore {
     /// else that has the name is held by no one.
     fn read_holder(&self, ip: IpAddr) -> Option<Holder> {
         let path = self.lease_path(ip);
-        let file = match open_read(&path, libc::O_NOFOLLOW) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return None,
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                // a symlink: opened only when it leads to a regular file
-                match fs::metadata(&path) {
-                    Ok(m) if m.is_file() => match open_read(&path, 0) {
-                        Ok(f) => f,
-                        Err(_) => return Some(Holder::Unknown),
-                    },
-                    _ => return Some(Holder::Unknown),
-                }
-            }
-            Err(_) => return Some(Holder::Unknown),
+        let read = match file::read_regular(&path, Links::Refuse, MAX_LEASE_LEN) {
+            Err(e) if e.is_not_found() => return None,
+            // a symlink: opened only when it leads to a regular file
+            Err(e) if e.is_symlink() => match fs::metadata(&path) {
+                Ok(m) if m.is_file() => file::read_regular(&path, Links::Follow, MAX_LEASE_LEN),
+                _ => return Some(Holder::Unknown),
+            },
+            read => read,
         };
-        match read_regular(file, MAX_LEASE_LEN + 1) {
-            Some(bytes) if bytes.len() as u64 <= MAX_LEASE_LEN => Some(Holder::parse(&bytes)),
-            _ => Some(Holder::Unknown),
-        }
+        Some(read.map_or(Holder::Unknown, |bytes| Holder::parse(&bytes)))
     }
 
     /// Writes `content` as the lease of `ip` unless something already has its name.
@@ -313,27 +305,11 @@ fn lease_name(name: &str) -> Option<IpAddr> {
     (ip.to_string() == name).then_some(ip)
 }
 
-/// Opens for reading without blocking on a FIFO; `flags` adds e.g. O_NOFOLLOW.
-fn open_read(path: &Path, flags: i32) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | flags)
-        .open(path)
-}
-
-/// Up to `max` bytes of `file` if it is a regular file.
-fn read_regular(file: File, max: u64) -> Option<Vec<u8>> {
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut out = Vec::new();
-    file.take(max).read_to_end(&mut out).ok()?;
-    Some(out)
-}
-
-/// Up to `max` bytes of a regular file, never through a symlink; None on any error.
+/// Up to `max` bytes of a regular file (the rest is not read), never through a symlink;
+/// None on any error.
 fn read_nofollow(path: &Path, max: u64) -> Option<Vec<u8>> {
-    read_regular(open_read(path, libc::O_NOFOLLOW).ok()?, max)
+    let file = file::open_regular(path, Links::Refuse).ok()?;
+    file::read_bounded(file.take(max), max).ok()
 }
 
 /// A fault-injection point as an IO error, for steps whose errors are IO errors.
