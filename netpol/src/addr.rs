@@ -163,7 +163,7 @@ mod tests {
         s.add_net_except(net("10.0.0.0/24"), &[net("10.0.0.16/28"), net("10.0.0.128/25")]);
         s.add_ip("10.0.0.20".parse().unwrap());
         s.add_ip("10.0.1.0".parse().unwrap());
-        // Touches the kept 10.0.0.32/27..10.0.0.127 from above: merged.
+        // Touches the kept 10.0.0.32-10.0.0.127 from above: merged.
         s.add_ip("10.0.0.128".parse().unwrap());
         assert_eq!(
             show(s.into_ranges()),
