@@ -113,6 +113,7 @@ impl Cluster {
             }
         }
         c.policies.sort_by_key(|p| (p.namespace.clone(), p.name.clone()));
+        c.refused.sort_by(|a, b| a.policy.cmp(&b.policy));
         c
     }
 
