@@ -73,7 +73,10 @@ pub struct RangeSet {
 
 impl RangeSet {
     pub fn new(family: Family) -> RangeSet {
-        RangeSet { family, spans: Vec::new() }
+        RangeSet {
+            family,
+            spans: Vec::new(),
+        }
     }
 
     /// Adds `net` if it is of this set's family.
@@ -109,7 +112,11 @@ impl RangeSet {
             Family::V6 => 128,
         };
         let host = bits - u32::from(net.prefix());
-        let size_minus_one = if host == 128 { u128::MAX } else { (1u128 << host) - 1 };
+        let size_minus_one = if host == 128 {
+            u128::MAX
+        } else {
+            (1u128 << host) - 1
+        };
         let first = to_u128(net.network());
         Some((first, (first + size_minus_one).min(self.family.max())))
     }
@@ -124,7 +131,13 @@ impl RangeSet {
             }
         }
         let f = self.family;
-        merged.into_iter().map(|(a, b)| Range { first: f.addr(a), last: f.addr(b) }).collect()
+        merged
+            .into_iter()
+            .map(|(a, b)| Range {
+                first: f.addr(a),
+                last: f.addr(b),
+            })
+            .collect()
     }
 }
 
@@ -154,20 +167,30 @@ mod tests {
     }
 
     fn show(r: Vec<Range>) -> Vec<String> {
-        r.iter().map(|r| format!("{}-{}", r.first, r.last)).collect()
+        r.iter()
+            .map(|r| format!("{}-{}", r.first, r.last))
+            .collect()
     }
 
     #[test]
     fn except_cuts_holes_and_neighbours_merge() {
         let mut s = RangeSet::new(Family::V4);
-        s.add_net_except(net("10.0.0.0/24"), &[net("10.0.0.16/28"), net("10.0.0.128/25")]);
+        s.add_net_except(
+            net("10.0.0.0/24"),
+            &[net("10.0.0.16/28"), net("10.0.0.128/25")],
+        );
         s.add_ip("10.0.0.20".parse().unwrap());
         s.add_ip("10.0.1.0".parse().unwrap());
         // Touches the kept 10.0.0.32-10.0.0.127 from above: merged.
         s.add_ip("10.0.0.128".parse().unwrap());
         assert_eq!(
             show(s.into_ranges()),
-            ["10.0.0.0-10.0.0.15", "10.0.0.20-10.0.0.20", "10.0.0.32-10.0.0.128", "10.0.1.0-10.0.1.0"]
+            [
+                "10.0.0.0-10.0.0.15",
+                "10.0.0.20-10.0.0.20",
+                "10.0.0.32-10.0.0.128",
+                "10.0.1.0-10.0.1.0"
+            ]
         );
     }
 
@@ -176,7 +199,10 @@ mod tests {
         let mut s = RangeSet::new(Family::V6);
         s.add_net(net("0.0.0.0/0"));
         s.add_net_except(net("::/0"), &[net("::/1")]);
-        assert_eq!(show(s.into_ranges()), ["8000::-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"]);
+        assert_eq!(
+            show(s.into_ranges()),
+            ["8000::-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"]
+        );
         let mut s = RangeSet::new(Family::V4);
         s.add_net(net("0.0.0.0/0"));
         assert_eq!(show(s.into_ranges()), ["0.0.0.0-255.255.255.255"]);

@@ -69,7 +69,10 @@ impl Pod {
 
     /// A named port of this pod with that protocol (names are unique in a pod).
     pub fn named_port(&self, name: &str, proto: Protocol) -> Option<u16> {
-        self.named_ports.iter().find(|(n, p, _)| n == name && *p == proto).map(|x| x.2)
+        self.named_ports
+            .iter()
+            .find(|(n, p, _)| n == name && *p == proto)
+            .map(|x| x.2)
     }
 
     /// Whether policies apply to it and selectors see it.
@@ -97,10 +100,14 @@ impl Cluster {
         policies: &[model::NetworkPolicy],
         nodes: BTreeMap<String, Vec<IpAddr>>,
     ) -> Cluster {
-        let mut c = Cluster { nodes, ..Cluster::default() };
+        let mut c = Cluster {
+            nodes,
+            ..Cluster::default()
+        };
         for ns in namespaces {
             let name = &ns.metadata.name;
-            c.namespaces.insert(name.clone(), namespace_labels(name, &ns.metadata.labels));
+            c.namespaces
+                .insert(name.clone(), namespace_labels(name, &ns.metadata.labels));
         }
         c.pods = pods.iter().map(Pod::from_object).collect();
         for np in policies {
@@ -112,7 +119,8 @@ impl Cluster {
                 }
             }
         }
-        c.policies.sort_by_key(|p| (p.namespace.clone(), p.name.clone()));
+        c.policies
+            .sort_by_key(|p| (p.namespace.clone(), p.name.clone()));
         c.refused.sort_by(|a, b| a.policy.cmp(&b.policy));
         c
     }
@@ -130,6 +138,8 @@ impl Cluster {
     }
 
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
-        self.pods.iter().find(|p| p.namespace == namespace && p.name == name)
+        self.pods
+            .iter()
+            .find(|p| p.namespace == namespace && p.name == name)
     }
 }

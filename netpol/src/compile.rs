@@ -82,14 +82,29 @@ fn base_chains(prog: &mut Program) {
         (EGRESS_CHAIN, Hook::ForwardEgress, Field::Saddr, true),
         (INGRESS_CHAIN, Hook::ForwardIngress, Field::Daddr, false),
     ] {
-        let mut rules = vec![Rule { matches: vec![Match::Established], verdict: Verdict::Accept }];
+        let mut rules = vec![Rule {
+            matches: vec![Match::Established],
+            verdict: Verdict::Accept,
+        }];
         for f in Family::BOTH {
             let map = dispatch_map(egress, f);
-            let set = Set { kind: SetKind::Dispatch(f), elems: BTreeSet::new() };
+            let set = Set {
+                kind: SetKind::Dispatch(f),
+                elems: BTreeSet::new(),
+            };
             prog.sets.insert(map.clone(), set);
-            rules.push(Rule { matches: vec![], verdict: Verdict::Map(field, map) });
+            rules.push(Rule {
+                matches: vec![],
+                verdict: Verdict::Map(field, map),
+            });
         }
-        prog.chains.insert(name.to_string(), Chain { hook: Some(hook), rules });
+        prog.chains.insert(
+            name.to_string(),
+            Chain {
+                hook: Some(hook),
+                rules,
+            },
+        );
     }
 }
 
@@ -102,9 +117,15 @@ fn selection_chain(prog: &mut Program, c: &Cluster, dir: Direction, pols: &[usiz
             .iter()
             .map(|&i| &c.policies[i])
             .filter(|p| p.rules(dir).is_some_and(|r| !r.is_empty()))
-            .map(|p| Rule { matches: vec![], verdict: Verdict::Jump(policy_chain(p, dir)) })
+            .map(|p| Rule {
+                matches: vec![],
+                verdict: Verdict::Jump(policy_chain(p, dir)),
+            })
             .collect();
-        rules.push(Rule { matches: vec![], verdict: Verdict::Drop });
+        rules.push(Rule {
+            matches: vec![],
+            verdict: Verdict::Drop,
+        });
         Chain { hook: None, rules }
     });
     name
@@ -127,13 +148,27 @@ fn policy(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction, targets: 
         };
         let mut peers: Option<BTreeMap<Family, (String, RangeSet)>> = None;
         if let Some(list) = &rule.peers {
-            let sets = Family::BOTH.map(|f| (f, (format!("{base}-peer{}", f.suffix()), peer_set(c, p, list, f))));
+            let sets = Family::BOTH.map(|f| {
+                (
+                    f,
+                    (
+                        format!("{base}-peer{}", f.suffix()),
+                        peer_set(c, p, list, f),
+                    ),
+                )
+            });
             peers = Some(sets.into_iter().collect());
         }
         let peer_match = |f: Family| -> Vec<Match> {
-            peers.as_ref().map(|m| vec![Match::AddrIn(field, m[&f].0.clone())]).unwrap_or_default()
+            peers
+                .as_ref()
+                .map(|m| vec![Match::AddrIn(field, m[&f].0.clone())])
+                .unwrap_or_default()
         };
-        let accept = |matches| Rule { matches, verdict: Verdict::Accept };
+        let accept = |matches| Rule {
+            matches,
+            verdict: Verdict::Accept,
+        };
         match &rule.ports {
             None if peers.is_none() => out.push(accept(vec![])),
             None => out.extend(Family::BOTH.map(|f| accept(peer_match(f)))),
@@ -142,13 +177,18 @@ fn policy(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction, targets: 
                     .iter()
                     .filter_map(|pt| match pt.port {
                         PortMatch::Any => Some(Elem::ProtoPorts(pt.protocol.number(), 0, u16::MAX)),
-                        PortMatch::Range(a, b) => Some(Elem::ProtoPorts(pt.protocol.number(), a, b)),
+                        PortMatch::Range(a, b) => {
+                            Some(Elem::ProtoPorts(pt.protocol.number(), a, b))
+                        }
                         PortMatch::Named(_) => None,
                     })
                     .collect();
                 if !numeric.is_empty() {
                     let name = format!("{base}-ports");
-                    let set = Set { kind: SetKind::ProtoPorts, elems: merge_ports(numeric) };
+                    let set = Set {
+                        kind: SetKind::ProtoPorts,
+                        elems: merge_ports(numeric),
+                    };
                     prog.sets.insert(name.clone(), set);
                     let port = Match::ProtoPortIn(name);
                     match peers {
@@ -160,11 +200,20 @@ fn policy(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction, targets: 
                         })),
                     }
                 }
-                if ports.iter().any(|pt| matches!(pt.port, PortMatch::Named(_))) {
+                if ports
+                    .iter()
+                    .any(|pt| matches!(pt.port, PortMatch::Named(_)))
+                {
                     for f in Family::BOTH {
                         let name = format!("{base}-named{}", f.suffix());
                         let elems = named_elems(c, p, dir, rule, targets, f);
-                        prog.sets.insert(name.clone(), Set { kind: SetKind::AddrProtoPorts(f), elems });
+                        prog.sets.insert(
+                            name.clone(),
+                            Set {
+                                kind: SetKind::AddrProtoPorts(f),
+                                elems,
+                            },
+                        );
                         let mut m = peer_match(f);
                         m.push(Match::DaddrProtoPortIn(name));
                         out.push(accept(m));
@@ -174,10 +223,22 @@ fn policy(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction, targets: 
         }
         for (f, (name, set)) in peers.into_iter().flatten() {
             let elems = set.into_ranges().into_iter().map(Elem::Range).collect();
-            prog.sets.insert(name, Set { kind: SetKind::Addrs(f), elems });
+            prog.sets.insert(
+                name,
+                Set {
+                    kind: SetKind::Addrs(f),
+                    elems,
+                },
+            );
         }
     }
-    prog.chains.insert(chain, Chain { hook: None, rules: out });
+    prog.chains.insert(
+        chain,
+        Chain {
+            hook: None,
+            rules: out,
+        },
+    );
 }
 
 /// Whether a pod is picked by one of a rule's selector peers.
@@ -202,7 +263,11 @@ fn peer_set(c: &Cluster, p: &Policy, peers: &[Peer], f: Family) -> RangeSet {
             set.add_net_except(*cidr, except);
         }
     }
-    for pod in c.pods.iter().filter(|pod| pod_peer(c, &p.namespace, peers, pod)) {
+    for pod in c
+        .pods
+        .iter()
+        .filter(|pod| pod_peer(c, &p.namespace, peers, pod))
+    {
         if let Some(ip) = pod.ip(f) {
             set.add_ip(ip);
         }
@@ -228,7 +293,10 @@ fn named_elems(
             c.pods
                 .iter()
                 .filter(|x| x.policed())
-                .filter(|x| x.ip(f).is_some_and(|ip| ranges.iter().any(|r| r.contains(ip))))
+                .filter(|x| {
+                    x.ip(f)
+                        .is_some_and(|ip| ranges.iter().any(|r| r.contains(ip)))
+                })
                 .collect()
         }
     };
@@ -252,11 +320,15 @@ fn merge_ports(mut elems: Vec<Elem>) -> BTreeSet<Elem> {
     elems.sort();
     let mut out: Vec<(u8, u16, u16)> = Vec::new();
     for e in elems {
-        let Elem::ProtoPorts(p, a, b) = e else { continue };
+        let Elem::ProtoPorts(p, a, b) = e else {
+            continue;
+        };
         match out.last_mut() {
             Some((lp, _, end)) if *lp == p && a <= end.saturating_add(1) => *end = (*end).max(b),
             _ => out.push((p, a, b)),
         }
     }
-    out.into_iter().map(|(p, a, b)| Elem::ProtoPorts(p, a, b)).collect()
+    out.into_iter()
+        .map(|(p, a, b)| Elem::ProtoPorts(p, a, b))
+        .collect()
 }

@@ -31,7 +31,10 @@ pub fn diff(old: &Program, new: &Program) -> Changes {
     let mut ch = Changes::default();
     for (name, set) in &new.sets {
         let before = old.sets.get(name);
-        debug_assert!(before.is_none_or(|b| b.kind == set.kind), "set {name} changed kind");
+        debug_assert!(
+            before.is_none_or(|b| b.kind == set.kind),
+            "set {name} changed kind"
+        );
         if before.is_none() {
             ch.add_sets.push((name.clone(), set.kind));
         }
@@ -47,7 +50,10 @@ pub fn diff(old: &Program, new: &Program) -> Changes {
     }
     for (name, chain) in &new.chains {
         let before = old.chains.get(name);
-        debug_assert!(before.is_none_or(|b| b.hook == chain.hook), "chain {name} changed hook");
+        debug_assert!(
+            before.is_none_or(|b| b.hook == chain.hook),
+            "chain {name} changed hook"
+        );
         if before.is_none() {
             ch.add_chains.push((name.clone(), chain.hook));
         }
@@ -55,8 +61,18 @@ pub fn diff(old: &Program, new: &Program) -> Changes {
             ch.write_rules.push((name.clone(), chain.rules.clone()));
         }
     }
-    ch.del_chains = old.chains.keys().filter(|n| !new.chains.contains_key(*n)).cloned().collect();
-    ch.del_sets = old.sets.keys().filter(|n| !new.sets.contains_key(*n)).cloned().collect();
+    ch.del_chains = old
+        .chains
+        .keys()
+        .filter(|n| !new.chains.contains_key(*n))
+        .cloned()
+        .collect();
+    ch.del_sets = old
+        .sets
+        .keys()
+        .filter(|n| !new.sets.contains_key(*n))
+        .cloned()
+        .collect();
     ch
 }
 
@@ -64,10 +80,22 @@ pub fn diff(old: &Program, new: &Program) -> Changes {
 /// the later kernel session does the same).
 pub fn apply(prog: &mut Program, changes: &Changes) {
     for (name, kind) in &changes.add_sets {
-        prog.sets.insert(name.clone(), Set { kind: *kind, elems: Default::default() });
+        prog.sets.insert(
+            name.clone(),
+            Set {
+                kind: *kind,
+                elems: Default::default(),
+            },
+        );
     }
     for (name, hook) in &changes.add_chains {
-        prog.chains.insert(name.clone(), Chain { hook: *hook, rules: vec![] });
+        prog.chains.insert(
+            name.clone(),
+            Chain {
+                hook: *hook,
+                rules: vec![],
+            },
+        );
     }
     for (name, e) in &changes.add_elems {
         if let Some(s) = prog.sets.get_mut(name) {

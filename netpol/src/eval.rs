@@ -51,7 +51,11 @@ impl Program {
         if !self.sees(p) {
             return Ok(true);
         }
-        let mut bases: Vec<_> = self.chains.iter().filter(|(_, c)| c.hook.is_some()).collect();
+        let mut bases: Vec<_> = self
+            .chains
+            .iter()
+            .filter(|(_, c)| c.hook.is_some())
+            .collect();
         bases.sort_by_key(|(_, c)| c.hook);
         for (name, _) in bases {
             if let Outcome::Drop = self.run(name, p, 0)? {
@@ -66,7 +70,10 @@ impl Program {
         if depth > 16 {
             return Err(EvalError::TooDeep(chain.into()));
         }
-        let c = self.chains.get(chain).ok_or_else(|| EvalError::NoChain(chain.into()))?;
+        let c = self
+            .chains
+            .get(chain)
+            .ok_or_else(|| EvalError::NoChain(chain.into()))?;
         for rule in &c.rules {
             let mut all = true;
             for m in &rule.matches {
@@ -95,12 +102,16 @@ impl Program {
     }
 
     fn set(&self, name: &str) -> Result<&crate::program::Set, EvalError> {
-        self.sets.get(name).ok_or_else(|| EvalError::NoSet(name.into()))
+        self.sets
+            .get(name)
+            .ok_or_else(|| EvalError::NoSet(name.into()))
     }
 
     fn lookup(&self, field: Field, map: &str, p: &Packet) -> Result<Option<String>, EvalError> {
         let set = self.set(map)?;
-        let SetKind::Dispatch(f) = set.kind else { return Err(EvalError::SetKind(map.into())) };
+        let SetKind::Dispatch(f) = set.kind else {
+            return Err(EvalError::SetKind(map.into()));
+        };
         let key = addr(field, p);
         if Family::of(key) != f {
             return Ok(None);
@@ -117,9 +128,15 @@ impl Program {
             Match::Established => false,
             Match::AddrIn(field, name) => {
                 let set = self.set(name)?;
-                let SetKind::Addrs(f) = set.kind else { return Err(EvalError::SetKind(name.clone())) };
+                let SetKind::Addrs(f) = set.kind else {
+                    return Err(EvalError::SetKind(name.clone()));
+                };
                 let a = addr(*field, p);
-                f == fam && set.elems.iter().any(|e| matches!(e, Elem::Range(r) if r.contains(a)))
+                f == fam
+                    && set
+                        .elems
+                        .iter()
+                        .any(|e| matches!(e, Elem::Range(r) if r.contains(a)))
             }
             Match::ProtoPortIn(name) => {
                 let set = self.set(name)?;
@@ -135,7 +152,10 @@ impl Program {
                 let SetKind::AddrProtoPorts(f) = set.kind else {
                     return Err(EvalError::SetKind(name.clone()));
                 };
-                f == fam && set.elems.contains(&Elem::AddrProtoPort(p.dst, p.proto, p.port))
+                f == fam
+                    && set
+                        .elems
+                        .contains(&Elem::AddrProtoPort(p.dst, p.proto, p.port))
             }
         })
     }

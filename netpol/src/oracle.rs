@@ -63,18 +63,13 @@ pub fn allowed(
         return Some(true);
     }
     let (spod, dpod) = (src.policed_pod(), dst.policed_pod());
-    let own_node = |p: Option<&Pod>, other: IpAddr| {
-        p.is_some_and(|p| c.node_addrs(&p.node).contains(&other))
-    };
+    let own_node =
+        |p: Option<&Pod>, other: IpAddr| p.is_some_and(|p| c.node_addrs(&p.node).contains(&other));
     if own_node(spod, dip) || own_node(dpod, sip) {
         return Some(true);
     }
-    let egress = spod.is_none_or(|p| {
-        allows(c, p, Direction::Egress, (dpod, dip), proto, port)
-    });
-    let ingress = dpod.is_none_or(|p| {
-        allows(c, p, Direction::Ingress, (spod, sip), proto, port)
-    });
+    let egress = spod.is_none_or(|p| allows(c, p, Direction::Egress, (dpod, dip), proto, port));
+    let ingress = dpod.is_none_or(|p| allows(c, p, Direction::Ingress, (spod, sip), proto, port));
     Some(egress && ingress)
 }
 
@@ -92,7 +87,9 @@ fn allows(
         if policy.namespace != target.namespace || !policy.pod_selector.matches(&target.labels) {
             continue;
         }
-        let Some(rules) = policy.rules(dir) else { continue };
+        let Some(rules) = policy.rules(dir) else {
+            continue;
+        };
         isolated = true;
         let port_pod = match dir {
             Direction::Ingress => Some(target),
@@ -108,7 +105,9 @@ fn allows(
 }
 
 fn peer_matches(c: &Cluster, policy_ns: &str, rule: &Rule, peer: (Option<&Pod>, IpAddr)) -> bool {
-    let Some(peers) = &rule.peers else { return true };
+    let Some(peers) = &rule.peers else {
+        return true;
+    };
     peers.iter().any(|p| match p {
         Peer::Block { cidr, except } => {
             cidr.contains(peer.1) && !except.iter().any(|e| e.contains(peer.1))
@@ -124,7 +123,9 @@ fn peer_matches(c: &Cluster, policy_ns: &str, rule: &Rule, peer: (Option<&Pod>, 
 }
 
 fn port_matches(rule: &Rule, port_pod: Option<&Pod>, proto: u8, port: u16) -> bool {
-    let Some(ports) = &rule.ports else { return true };
+    let Some(ports) = &rule.ports else {
+        return true;
+    };
     ports.iter().any(|p| {
         p.protocol.number() == proto
             && match &p.port {

@@ -30,7 +30,9 @@ pub struct Selector {
 /// Why a selector cannot be used; `field` is relative to the selector.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
-    #[error("matchExpressions[{index}].operator: unknown operator {operator:?} (In, NotIn, Exists, DoesNotExist)")]
+    #[error(
+        "matchExpressions[{index}].operator: unknown operator {operator:?} (In, NotIn, Exists, DoesNotExist)"
+    )]
     UnknownOperator { index: usize, operator: String },
     #[error("matchExpressions[{index}].values: operator {operator} needs at least one value")]
     NoValues { index: usize, operator: String },
@@ -70,7 +72,10 @@ impl Selector {
             };
             exprs.push((r.key.clone(), op));
         }
-        Ok(Selector { labels: raw.match_labels.clone(), exprs })
+        Ok(Selector {
+            labels: raw.match_labels.clone(),
+            exprs,
+        })
     }
 
     pub fn is_everything(&self) -> bool {
@@ -105,7 +110,9 @@ mod tests {
     use crate::model::Requirement;
 
     fn labels(kv: &[(&str, &str)]) -> Labels {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn expr(key: &str, op: &str, values: &[&str]) -> Requirement {
@@ -117,8 +124,11 @@ mod tests {
     }
 
     fn sel(ml: &[(&str, &str)], exprs: Vec<Requirement>) -> Selector {
-        Selector::new(&LabelSelector { match_labels: labels(ml), match_expressions: exprs })
-            .unwrap()
+        Selector::new(&LabelSelector {
+            match_labels: labels(ml),
+            match_expressions: exprs,
+        })
+        .unwrap()
     }
 
     #[test]
@@ -141,7 +151,10 @@ mod tests {
     #[test]
     fn each_operator() {
         let not_in = sel(&[], vec![expr("k", "NotIn", &["x"])]);
-        assert!(not_in.matches(&labels(&[])), "a missing key is not in the values");
+        assert!(
+            not_in.matches(&labels(&[])),
+            "a missing key is not in the values"
+        );
         assert!(not_in.matches(&labels(&[("k", "y")])));
         assert!(!not_in.matches(&labels(&[("k", "x")])));
         let exists = sel(&[], vec![expr("k", "Exists", &[])]);
@@ -154,9 +167,15 @@ mod tests {
 
     #[test]
     fn bad_expressions_are_refused() {
-        let raw = |r| LabelSelector { match_expressions: vec![r], ..Default::default() };
+        let raw = |r| LabelSelector {
+            match_expressions: vec![r],
+            ..Default::default()
+        };
         let e = Selector::new(&raw(expr("k", "Gt", &["1"]))).unwrap_err();
-        assert!(matches!(e, SelectorError::UnknownOperator { index: 0, .. }), "{e}");
+        assert!(
+            matches!(e, SelectorError::UnknownOperator { index: 0, .. }),
+            "{e}"
+        );
         let e = Selector::new(&raw(expr("k", "In", &[]))).unwrap_err();
         assert!(matches!(e, SelectorError::NoValues { .. }), "{e}");
         let e = Selector::new(&raw(expr("k", "Exists", &["v"]))).unwrap_err();

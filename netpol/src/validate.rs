@@ -66,8 +66,14 @@ pub enum Namespaces {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Peer {
-    Pods { namespaces: Namespaces, pods: Selector },
-    Block { cidr: IpNetwork, except: Vec<IpNetwork> },
+    Pods {
+        namespaces: Namespaces,
+        pods: Selector,
+    },
+    Block {
+        cidr: IpNetwork,
+        except: Vec<IpNetwork>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +122,11 @@ impl Policy {
                     ingress: Some(vec![]),
                     egress: Some(vec![]),
                 },
-                error: PolicyError { policy: format!("{namespace}/{name}"), field, problem },
+                error: PolicyError {
+                    policy: format!("{namespace}/{name}"),
+                    field,
+                    problem,
+                },
             })
         };
         check(np).map_err(|(field, problem)| err(field, problem))
@@ -180,7 +190,12 @@ fn check(np: &NetworkPolicy) -> Result<Policy, Fail> {
             match t.as_str() {
                 "Ingress" => ingress = true,
                 "Egress" => egress = true,
-                _ => return Err((format!("spec.policyTypes[{i}]"), Problem::PolicyType(t.clone()))),
+                _ => {
+                    return Err((
+                        format!("spec.policyTypes[{i}]"),
+                        Problem::PolicyType(t.clone()),
+                    ));
+                }
             }
         }
     }
@@ -197,8 +212,16 @@ fn check(np: &NetworkPolicy) -> Result<Policy, Fail> {
             })
             .collect::<Result<Vec<_>, Fail>>()
     };
-    let ing = spec.ingress.iter().map(|r| (&r.from[..], &r.ports[..])).collect();
-    let eg = spec.egress.iter().map(|r| (&r.to[..], &r.ports[..])).collect();
+    let ing = spec
+        .ingress
+        .iter()
+        .map(|r| (&r.from[..], &r.ports[..]))
+        .collect();
+    let eg = spec
+        .egress
+        .iter()
+        .map(|r| (&r.to[..], &r.ports[..]))
+        .collect();
     let (ing, eg) = (rules("ingress", ing)?, rules("egress", eg)?);
     Ok(Policy {
         namespace: np.metadata.namespace.clone(),
@@ -211,14 +234,15 @@ fn check(np: &NetworkPolicy) -> Result<Policy, Fail> {
 }
 
 /// An empty list means "all": `None`.
-fn list<T, U>(
-    raw: &[T],
-    f: impl Fn(usize, &T) -> Result<U, Fail>,
-) -> Result<Option<Vec<U>>, Fail> {
+fn list<T, U>(raw: &[T], f: impl Fn(usize, &T) -> Result<U, Fail>) -> Result<Option<Vec<U>>, Fail> {
     if raw.is_empty() {
         return Ok(None);
     }
-    raw.iter().enumerate().map(|(i, x)| f(i, x)).collect::<Result<_, _>>().map(Some)
+    raw.iter()
+        .enumerate()
+        .map(|(i, x)| f(i, x))
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 fn selector(raw: &model::LabelSelector, field: &str) -> Result<Selector, Fail> {
@@ -240,7 +264,10 @@ fn peer(p: &model::Peer, at: &str) -> Result<Peer, Fail> {
                 && cidr.contains(net.network())
                 && net.prefix() > cidr.prefix();
             if !inside {
-                let problem = Problem::ExceptOutside { except: e.clone(), cidr: block.cidr.clone() };
+                let problem = Problem::ExceptOutside {
+                    except: e.clone(),
+                    cidr: block.cidr.clone(),
+                };
                 return Err((field, problem));
             }
             except.push(net);
@@ -271,7 +298,10 @@ fn cidr(s: &str, field: &str) -> Result<IpNetwork, Fail> {
 
 fn port(p: &model::PolicyPort, at: &str) -> Result<Port, Fail> {
     let protocol = Protocol::parse(p.protocol.as_deref()).ok_or_else(|| {
-        (format!("{at}.protocol"), Problem::Protocol(p.protocol.clone().unwrap_or_default()))
+        (
+            format!("{at}.protocol"),
+            Problem::Protocol(p.protocol.clone().unwrap_or_default()),
+        )
     })?;
     let number = |n: i64, field: &str| {
         u16::try_from(n)
@@ -289,7 +319,10 @@ fn port(p: &model::PolicyPort, at: &str) -> Result<Port, Fail> {
             let n = number(*n, "port")?;
             let e = number(end, "endPort")?;
             if e < n {
-                return Err((format!("{at}.endPort"), Problem::EndPortBelow { port: n, end }));
+                return Err((
+                    format!("{at}.endPort"),
+                    Problem::EndPortBelow { port: n, end },
+                ));
             }
             PortMatch::Range(n, e)
         }
@@ -308,7 +341,8 @@ fn port(p: &model::PolicyPort, at: &str) -> Result<Port, Fail> {
 pub fn valid_port_name(s: &str) -> bool {
     let b = s.as_bytes();
     (1..=15).contains(&b.len())
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b.iter().any(u8::is_ascii_lowercase)
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'

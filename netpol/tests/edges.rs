@@ -8,7 +8,11 @@ use netpol::validate::{Policy, Problem};
 use serde_json::json;
 
 fn deny_all_in(ns: &str) -> World {
-    World::upstream().policy(ns, "deny", json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}))
+    World::upstream().policy(
+        ns,
+        "deny",
+        json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
+    )
 }
 
 #[test]
@@ -17,7 +21,10 @@ fn a_pod_and_its_own_node_always_talk() {
     // x/a runs on node-1, x/b on node-2.
     assert!(net.reach("node-1", "x/a", TCP, 80), "kubelet's probe");
     assert!(net.reach("x/a", "node-1", TCP, 10250));
-    assert!(!net.reach("node-2", "x/a", TCP, 80), "another node is no exception");
+    assert!(
+        !net.reach("node-2", "x/a", TCP, 80),
+        "another node is no exception"
+    );
     assert!(!net.reach("x/a", "node-2", TCP, 80));
     assert!(net.reach("node-2", "x/b", TCP, 80));
 }
@@ -35,6 +42,16 @@ fn host_network_pods_are_the_node() {
     assert!(net.reach("x/a", "y/c", TCP, 80));
     // ...and it is its node to its node's pods, an outsider to the others.
     assert!(net.reach("y/c", "y/a", TCP, 80), "y/a runs on node-2");
+    let dispatched = |p: &netpol::program::Program| {
+        p.sets
+            .values()
+            .flat_map(|s| &s.elems)
+            .any(|e| matches!(e, netpol::program::Elem::Jump(ip, _) if ips.contains(ip)))
+    };
+    assert!(
+        !net.programs.iter().any(dispatched),
+        "its addresses are no pod's to police"
+    );
     assert!(!net.reach("y/c", "y/b", TCP, 80), "y/b runs on node-1");
     // A selector never picks it: z/a admits pods labelled c from every namespace.
     let from = json!([{"namespaceSelector": {}, "podSelector": {"matchLabels": {"pod": "c"}}}]);
@@ -51,8 +68,15 @@ fn finished_pods_are_no_peers() {
     let spec = json!({"podSelector": {"matchLabels": {"pod": "a"}}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}]});
     let net = w.policy("x", "p", spec).build();
     let c = &net.cluster;
-    assert!(c.pod("x", "b").unwrap().ips.is_empty(), "its address may be another pod's now");
-    assert!(net.programs.iter().all(|p| p.sets.values().all(|s| s.elems.iter().all(|e| !format!("{e:?}").contains("10.1.1.2")))));
+    assert!(
+        c.pod("x", "b").unwrap().ips.is_empty(),
+        "its address may be another pod's now"
+    );
+    assert!(net.programs.iter().all(|p| p.sets.values().all(|s| {
+        s.elems
+            .iter()
+            .all(|e| !format!("{e:?}").contains("10.1.1.2"))
+    })));
 }
 
 #[test]
@@ -65,7 +89,11 @@ fn a_refused_policy_isolates_its_pods_and_is_reported() {
     assert_eq!(e.policy, "x/bad");
     assert_eq!(e.field, "spec.ingress[0].from[0].podSelector");
     assert!(e.to_string().contains("unknown operator \"Gt\""), "{e}");
-    assert!(net.programs.iter().all(|p| p.refused == net.cluster.refused));
+    assert!(
+        net.programs
+            .iter()
+            .all(|p| p.refused == net.cluster.refused)
+    );
 }
 
 #[test]
@@ -87,7 +115,9 @@ fn expect_isolated(net: &Net, pod: &str) {
 }
 
 fn refusal(spec: serde_json::Value) -> (String, Problem) {
-    let np: NetworkPolicy = serde_json::from_value(json!({"metadata": {"namespace": "n", "name": "p"}, "spec": spec})).unwrap();
+    let np: NetworkPolicy =
+        serde_json::from_value(json!({"metadata": {"namespace": "n", "name": "p"}, "spec": spec}))
+            .unwrap();
     let r = Policy::from_object(&np).expect_err("refused");
     (r.error.field, r.error.problem)
 }
@@ -97,28 +127,67 @@ fn what_cannot_be_enforced_exactly_is_refused_by_field() {
     let port = |p: serde_json::Value| json!({"podSelector": {}, "ingress": [{"ports": [p]}]});
     let peer = |p: serde_json::Value| json!({"podSelector": {}, "egress": [{"to": [{}, p]}]});
     let cases = [
-        (port(json!({"protocol": "ICMP"})), "spec.ingress[0].ports[0].protocol"),
-        (port(json!({"protocol": "tcp"})), "spec.ingress[0].ports[0].protocol"),
+        (
+            port(json!({"protocol": "ICMP"})),
+            "spec.ingress[0].ports[0].protocol",
+        ),
+        (
+            port(json!({"protocol": "tcp"})),
+            "spec.ingress[0].ports[0].protocol",
+        ),
         (port(json!({"port": 0})), "spec.ingress[0].ports[0].port"),
-        (port(json!({"port": 65536})), "spec.ingress[0].ports[0].port"),
-        (port(json!({"port": "Not_A_Name"})), "spec.ingress[0].ports[0].port"),
-        (port(json!({"port": "http", "endPort": 90})), "spec.ingress[0].ports[0].endPort"),
-        (port(json!({"endPort": 90})), "spec.ingress[0].ports[0].endPort"),
-        (port(json!({"port": 90, "endPort": 80})), "spec.ingress[0].ports[0].endPort"),
-        (peer(json!({"ipBlock": {"cidr": "10.0.0.0"}})), "spec.egress[0].to[0]"),
-        (json!({"podSelector": {}, "policyTypes": ["Sideways"]}), "spec.policyTypes[0]"),
+        (
+            port(json!({"port": 65536})),
+            "spec.ingress[0].ports[0].port",
+        ),
+        (
+            port(json!({"port": "Not_A_Name"})),
+            "spec.ingress[0].ports[0].port",
+        ),
+        (
+            port(json!({"port": "http", "endPort": 90})),
+            "spec.ingress[0].ports[0].endPort",
+        ),
+        (
+            port(json!({"endPort": 90})),
+            "spec.ingress[0].ports[0].endPort",
+        ),
+        (
+            port(json!({"port": 90, "endPort": 80})),
+            "spec.ingress[0].ports[0].endPort",
+        ),
+        (
+            peer(json!({"ipBlock": {"cidr": "10.0.0.0"}})),
+            "spec.egress[0].to[0]",
+        ),
+        (
+            json!({"podSelector": {}, "policyTypes": ["Sideways"]}),
+            "spec.policyTypes[0]",
+        ),
     ];
     for (spec, field) in cases {
         assert_eq!(refusal(spec.clone()).0, field, "{spec}");
     }
     // The empty peer `{}` is refused before the one after it.
-    let bad_cidr = json!({"podSelector": {}, "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0"}}]}]});
-    assert_eq!(refusal(bad_cidr), ("spec.egress[0].to[0].ipBlock.cidr".into(), Problem::Cidr("10.0.0.0".into())));
+    let bad_cidr =
+        json!({"podSelector": {}, "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0"}}]}]});
+    assert_eq!(
+        refusal(bad_cidr),
+        (
+            "spec.egress[0].to[0].ipBlock.cidr".into(),
+            Problem::Cidr("10.0.0.0".into())
+        )
+    );
     for except in ["10.1.0.0/16", "10.0.0.0/8", "fd00::/120", "10.2.0.0/24"] {
-        let spec = peer_only(json!({"ipBlock": {"cidr": "10.1.0.0/16", "except": ["10.1.1.0/24", except]}}));
+        let spec = peer_only(
+            json!({"ipBlock": {"cidr": "10.1.0.0/16", "except": ["10.1.1.0/24", except]}}),
+        );
         let (field, problem) = refusal(spec);
         assert_eq!(field, "spec.egress[0].to[0].ipBlock.except[1]", "{except}");
-        assert!(matches!(problem, Problem::ExceptOutside { .. }), "{except}: {problem}");
+        assert!(
+            matches!(problem, Problem::ExceptOutside { .. }),
+            "{except}: {problem}"
+        );
     }
     let spec = peer_only(json!({"ipBlock": {"cidr": "10.1.0.0/16"}, "podSelector": {}}));
     assert_eq!(refusal(spec).1, Problem::BlockWithSelector);
@@ -131,10 +200,15 @@ fn peer_only(p: serde_json::Value) -> serde_json::Value {
 #[test]
 fn host_bits_in_a_cidr_are_cleared_as_the_api_reads_them() {
     let spec = peer_only(json!({"ipBlock": {"cidr": "10.1.2.99/24"}}));
-    let np: NetworkPolicy = serde_json::from_value(json!({"metadata": {"namespace": "n", "name": "p"}, "spec": spec})).unwrap();
+    let np: NetworkPolicy =
+        serde_json::from_value(json!({"metadata": {"namespace": "n", "name": "p"}, "spec": spec}))
+            .unwrap();
     let p = Policy::from_object(&np).unwrap();
     let peers = p.egress.unwrap()[0].peers.clone().unwrap();
-    assert_eq!(format!("{:?}", peers[0]), "Block { cidr: V4(Ipv4Network { addr: 10.1.2.0, prefix: 24 }), except: [] }");
+    assert_eq!(
+        format!("{:?}", peers[0]),
+        "Block { cidr: V4(Ipv4Network { addr: 10.1.2.0, prefix: 24 }), except: [] }"
+    );
 }
 
 #[test]
@@ -148,8 +222,15 @@ fn objects_decode_as_the_api_sends_them() {
     }))
     .unwrap();
     let p = netpol::cluster::Pod::from_object(&pod);
-    assert_eq!(p.ips, vec!["10.9.0.1".parse::<std::net::IpAddr>().unwrap()], "podIP when podIPs is absent");
-    assert_eq!(p.named_port("web", netpol::validate::Protocol::Tcp), Some(8080));
+    assert_eq!(
+        p.ips,
+        vec!["10.9.0.1".parse::<std::net::IpAddr>().unwrap()],
+        "podIP when podIPs is absent"
+    );
+    assert_eq!(
+        p.named_port("web", netpol::validate::Protocol::Tcp),
+        Some(8080)
+    );
     assert!(p.labels.is_empty() && !p.host_network);
     let np: NetworkPolicy = serde_json::from_value(json!({
         "metadata": {"namespace": "x", "name": "p", "resourceVersion": "42"},
@@ -158,6 +239,12 @@ fn objects_decode_as_the_api_sends_them() {
     .unwrap();
     assert_eq!(np.metadata.resource_version, "42");
     let p = Policy::from_object(&np).unwrap();
-    assert!(p.egress.is_none(), "no egress rules and no policyTypes: ingress only");
-    assert!(p.ingress.unwrap()[0].peers.is_none(), "from: null is every peer");
+    assert!(
+        p.egress.is_none(),
+        "no egress rules and no policyTypes: ingress only"
+    );
+    assert!(
+        p.ingress.unwrap()[0].peers.is_none(),
+        "from: null is every peer"
+    );
 }

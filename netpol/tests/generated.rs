@@ -45,7 +45,11 @@ fn selector(r: &mut Rng) -> Value {
         1 => json!({"matchLabels": {"pod": r.pick(&["a", "b", "c"])}}),
         2 => json!({"matchLabels": {r.pick(&KEYS): r.pick(&VALUES)}}),
         _ => {
-            let op = if r.chance(40) { "Gt" } else { r.pick(&["In", "NotIn", "Exists", "DoesNotExist"]) };
+            let op = if r.chance(40) {
+                "Gt"
+            } else {
+                r.pick(&["In", "NotIn", "Exists", "DoesNotExist"])
+            };
             let values: Vec<&str> = match op {
                 "Exists" | "DoesNotExist" => vec![],
                 _ => (0..1 + r.below(2)).map(|_| r.pick(&VALUES)).collect(),
@@ -61,10 +65,16 @@ fn selector(r: &mut Rng) -> Value {
 
 fn ip_block(r: &mut Rng) -> Value {
     let (cidr, excepts): (&str, &[&str]) = r.pick(&[
-        ("10.1.0.0/16", &["10.1.2.0/24", "10.1.1.2/32", "10.1.3.0/30"][..]),
+        (
+            "10.1.0.0/16",
+            &["10.1.2.0/24", "10.1.1.2/32", "10.1.3.0/30"][..],
+        ),
         ("10.1.2.0/24", &["10.1.2.2/32", "10.1.2.0/31"][..]),
         ("10.1.1.1/32", &[][..]),
-        ("0.0.0.0/0", &["10.0.0.0/8", "192.0.2.0/24", "10.1.1.0/24"][..]),
+        (
+            "0.0.0.0/0",
+            &["10.0.0.0/8", "192.0.2.0/24", "10.1.1.0/24"][..],
+        ),
         ("fd00:1::/48", &["fd00:1:0:2::/64", "fd00:1:0:1::1/128"][..]),
         ("::/0", &["fd00::/16", "2001:db8::/32"][..]),
         ("10.0.0.0/24", &["10.0.0.2/32"][..]),
@@ -111,29 +121,43 @@ fn rules(r: &mut Rng, peers_key: &str) -> Vec<Value> {
 }
 
 fn world(r: &mut Rng) -> World {
-    let mut w = World { namespaces: vec![], pods: vec![], policies: vec![] };
+    let mut w = World {
+        namespaces: vec![],
+        pods: vec![],
+        policies: vec![],
+    };
     for (n, ns) in NAMESPACES.iter().enumerate() {
         let mut labels = json!({"ns": ns});
         if r.chance(2) {
             labels["team"] = json!(r.pick(&["red", "blue"]));
         }
-        w.namespaces.push(json!({"metadata": {"name": ns, "labels": labels}}));
+        w.namespaces
+            .push(json!({"metadata": {"name": ns, "labels": labels}}));
         for (p, pod) in PODS.iter().enumerate() {
             let mut labels = json!({"pod": pod});
             if !r.chance(3) {
                 labels["app"] = json!(r.pick(&["web", "db"]));
             }
             let mut ports = vec![];
-            for (name, proto, nums) in [("http", "TCP", [80, 81]), ("dns", "UDP", [53, 80]), ("sctp", "SCTP", [80, 81])] {
+            for (name, proto, nums) in [
+                ("http", "TCP", [80, 81]),
+                ("dns", "UDP", [53, 80]),
+                ("sctp", "SCTP", [80, 81]),
+            ] {
                 if !r.chance(3) {
-                    ports.push(json!({"name": name, "protocol": proto, "containerPort": r.pick(&nums)}));
+                    ports.push(
+                        json!({"name": name, "protocol": proto, "containerPort": r.pick(&nums)}),
+                    );
                 }
             }
             let node = r.below(2);
             let mut pj = pod_json(n, p, node, labels, Value::Array(ports));
             if r.chance(12) {
                 pj["spec"]["hostNetwork"] = json!(true);
-                let ips: Vec<Value> = node_ips(node).iter().map(|i| json!({"ip": i.to_string()})).collect();
+                let ips: Vec<Value> = node_ips(node)
+                    .iter()
+                    .map(|i| json!({"ip": i.to_string()}))
+                    .collect();
                 pj["status"]["podIPs"] = Value::Array(ips);
             } else if r.chance(12) {
                 pj["status"]["podIPs"].as_array_mut().unwrap().truncate(1);
@@ -156,8 +180,18 @@ fn world(r: &mut Rng) -> World {
     w
 }
 
-const PROBES: [(u8, u16); 8] =
-    [(TCP, 80), (TCP, 81), (TCP, 82), (UDP, 53), (UDP, 80), (SCTP, 80), (SCTP, 81), (ICMP, 0)];
+const PROBES: [(u8, u16); 10] = [
+    (TCP, 80),
+    (TCP, 81),
+    (TCP, 82),
+    (UDP, 53),
+    (UDP, 80),
+    (UDP, 0),
+    (UDP, 65535),
+    (SCTP, 80),
+    (SCTP, 81),
+    (ICMP, 0),
+];
 
 fn endpoints(net: &Net) -> Vec<Endpoint<'_>> {
     let mut out: Vec<Endpoint> = net.cluster.pods.iter().map(Endpoint::Pod).collect();
@@ -192,7 +226,10 @@ fn compiled_programs_agree_with_the_oracle_on_random_clusters() {
     }
     // The generator must exercise both outcomes and refusals, or the agreement says little.
     let total = allowed + denied;
-    assert!(denied * 10 > total && allowed * 10 > total, "allowed {allowed}, denied {denied}");
+    assert!(
+        denied * 10 > total && allowed * 10 > total,
+        "allowed {allowed}, denied {denied}"
+    );
     assert!(refused > 0, "no refused policy generated");
 }
 
@@ -249,9 +286,15 @@ fn a_remote_pod_event_changes_set_elements_only() {
         for pair in states.windows(2) {
             let ch = diff(&pair[0].programs[0], &pair[1].programs[0]);
             assert!(ch.add_sets.is_empty() && ch.del_sets.is_empty(), "{ch:?}");
-            assert!(ch.add_chains.is_empty() && ch.del_chains.is_empty() && ch.write_rules.is_empty(), "{ch:?}");
+            assert!(
+                ch.add_chains.is_empty() && ch.del_chains.is_empty() && ch.write_rules.is_empty(),
+                "{ch:?}"
+            );
             element_changes += ch.add_elems.len() + ch.del_elems.len();
         }
     }
-    assert!(element_changes > 0, "no event touched a set: the test checks nothing");
+    assert!(
+        element_changes > 0,
+        "no event touched a set: the test checks nothing"
+    );
 }

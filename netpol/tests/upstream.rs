@@ -13,13 +13,21 @@ fn ns(s: &str) -> &str {
 
 /// The table for one protocol and port equals the pairs `allow` names.
 fn expect(net: &Net, proto: u8, port: u16, allow: impl Fn(&str, &str) -> bool) {
-    assert_eq!(net.pod_table(proto, port), pairs(allow), "proto {proto} port {port}");
+    assert_eq!(
+        net.pod_table(proto, port),
+        pairs(allow),
+        "proto {proto} port {port}"
+    );
 }
 
 #[test]
 fn default_deny_ingress() {
     let net = World::upstream()
-        .policy("x", "deny", json!({"podSelector": {}, "policyTypes": ["Ingress"]}))
+        .policy(
+            "x",
+            "deny",
+            json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+        )
         .build();
     expect(&net, TCP, 80, |_, d| ns(d) != "x");
     assert!(net.reach("x/a", "x/a", TCP, 80), "a pod reaches itself");
@@ -84,7 +92,9 @@ fn pod_selector_or_namespace_selector() {
         {"podSelector": {"matchLabels": {"pod": "b"}}},
         {"namespaceSelector": {"matchExpressions": [{"key": "ns", "operator": "NotIn", "values": ["x"]}]}}
     ]));
-    expect(&net, TCP, 80, |s, d| d != "x/a" || s == "x/b" || ns(s) != "x");
+    expect(&net, TCP, 80, |s, d| {
+        d != "x/a" || s == "x/b" || ns(s) != "x"
+    });
 }
 
 #[test]
@@ -108,7 +118,9 @@ fn exists_and_does_not_exist() {
             {"key": "extra", "operator": "DoesNotExist"}]}, "ingress": [{"from": from}]});
         w.policy("x", "p", spec).build()
     };
-    expect(&net, TCP, 80, |s, d| ns(d) != "x" || d == "x/b" || s == "x/b");
+    expect(&net, TCP, 80, |s, d| {
+        ns(d) != "x" || d == "x/b" || s == "x/b"
+    });
 }
 
 #[test]
@@ -119,7 +131,13 @@ fn numeric_ports_and_end_port() {
     let net = World::upstream().policy("x", "p", spec).build();
     expect(&net, TCP, 81, |s, d| d != "x/a" || ns(s) == "y");
     expect(&net, TCP, 80, |_, d| d != "x/a");
-    for (port, open) in [(7999, false), (8000, true), (8042, true), (8080, true), (8081, false)] {
+    for (port, open) in [
+        (7999, false),
+        (8000, true),
+        (8042, true),
+        (8080, true),
+        (8081, false),
+    ] {
         expect(&net, UDP, port, |_, d| open || d != "x/a");
         expect(&net, TCP, port, |_, d| d != "x/a");
     }
@@ -150,23 +168,33 @@ fn named_port_resolves_per_pod() {
 #[test]
 fn named_port_on_egress_resolves_on_the_destination() {
     let mut w = World::upstream();
-    w.pods[4]["spec"]["containers"][0]["ports"] = json!([{"name": "dns", "containerPort": 53, "protocol": "UDP"}]);
+    w.pods[4]["spec"]["containers"][0]["ports"] =
+        json!([{"name": "dns", "containerPort": 53, "protocol": "UDP"}]);
     let spec = json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
         "egress": [{"ports": [{"port": "dns", "protocol": "UDP"}]}]});
     let net = w.policy("x", "p", spec).build();
     expect(&net, UDP, 53, |s, d| s != "x/a" || d == "y/b");
-    assert!(!net.reach("x/a", "outside", UDP, 53), "no pod, no named port");
+    assert!(
+        !net.reach("x/a", "outside", UDP, 53),
+        "no pod, no named port"
+    );
 }
 
 #[test]
 fn stacked_policies_are_a_union() {
     let p = |port| json!({"podSelector": {"matchLabels": {"pod": "a"}}, "ingress": [{"ports": [{"port": port}]}]});
-    let net = World::upstream().policy("x", "p80", p(80)).policy("x", "p81", p(81)).build();
+    let net = World::upstream()
+        .policy("x", "p80", p(80))
+        .policy("x", "p81", p(81))
+        .build();
     expect(&net, TCP, 80, |_, _| true);
     expect(&net, TCP, 81, |_, _| true);
     expect(&net, TCP, 82, |_, d| d != "x/a");
     let all = json!({"podSelector": {"matchLabels": {"pod": "a"}}, "ingress": [{}]});
-    let net = World::upstream().policy("x", "p80", p(80)).policy("x", "all", all).build();
+    let net = World::upstream()
+        .policy("x", "p80", p(80))
+        .policy("x", "all", all)
+        .build();
     expect(&net, UDP, 82, |_, _| true);
 }
 
@@ -202,7 +230,10 @@ fn egress_to_pod_and_namespace_selector() {
 fn client_side_egress_deny_wins_over_server_allow() {
     let deny = json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"]});
     let allow = json!({"podSelector": {}, "ingress": [{}]});
-    let net = World::upstream().policy("x", "deny", deny).policy("y", "allow", allow).build();
+    let net = World::upstream()
+        .policy("x", "deny", deny)
+        .policy("y", "allow", allow)
+        .build();
     expect(&net, TCP, 80, |s, _| s != "x/a");
 }
 
@@ -215,18 +246,31 @@ fn ip_block_with_except_both_families() {
     ]);
     let spec = json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"], "egress": [{"to": to}]});
     let net = World::upstream().policy("x", "p", spec).build();
-    expect(&net, TCP, 80, |s, d| s != "x/a" || (ns(d) == "y" && d != "y/b"));
+    expect(&net, TCP, 80, |s, d| {
+        s != "x/a" || (ns(d) == "y" && d != "y/b")
+    });
     assert!(net.reach4("x/a", "outside", TCP, 80));
     let v6 = netpol::addr::Family::V6;
-    let (s, d) = (endpoint(&net.cluster, "x/a", v6), endpoint(&net.cluster, "outside", v6));
-    assert_eq!(net.try_reach(s, d, v6, TCP, 80), Some(false), "0.0.0.0/0 is IPv4 only");
+    let (s, d) = (
+        endpoint(&net.cluster, "x/a", v6),
+        endpoint(&net.cluster, "outside", v6),
+    );
+    assert_eq!(
+        net.try_reach(s, d, v6, TCP, 80),
+        Some(false),
+        "0.0.0.0/0 is IPv4 only"
+    );
 }
 
 #[test]
 fn an_address_in_one_except_and_another_cidr_is_allowed() {
     let p = |block| json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"], "egress": [{"to": [{"ipBlock": block}]}]});
     let net = World::upstream()
-        .policy("x", "except", p(json!({"cidr": "10.1.2.0/24", "except": ["10.1.2.2/32"]})))
+        .policy(
+            "x",
+            "except",
+            p(json!({"cidr": "10.1.2.0/24", "except": ["10.1.2.2/32"]})),
+        )
         .policy("x", "exact", p(json!({"cidr": "10.1.2.2/32"})))
         .build();
     assert!(net.reach4("x/a", "y/b", TCP, 80));
@@ -240,5 +284,7 @@ fn ingress_and_egress_together() {
         "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}],
         "egress": [{"to": [{"podSelector": {"matchLabels": {"pod": "c"}}}]}]});
     let net = World::upstream().policy("x", "p", spec).build();
-    expect(&net, TCP, 80, |s, d| (d != "x/a" || s == "x/b") && (s != "x/a" || d == "x/c"));
+    expect(&net, TCP, 80, |s, d| {
+        (d != "x/a" || s == "x/b") && (s != "x/a" || d == "x/c")
+    });
 }

@@ -28,7 +28,10 @@ pub const OUTSIDE4: &str = "192.0.2.7";
 pub const OUTSIDE6: &str = "2001:db8::7";
 
 pub fn node_ips(n: usize) -> Vec<IpAddr> {
-    vec![format!("10.0.0.{}", n + 1).parse().unwrap(), format!("fd00::{}", n + 1).parse().unwrap()]
+    vec![
+        format!("10.0.0.{}", n + 1).parse().unwrap(),
+        format!("fd00::{}", n + 1).parse().unwrap(),
+    ]
 }
 
 /// The objects of one cluster, editable before `build`.
@@ -54,9 +57,14 @@ impl World {
     /// Upstream's default: pod label `pod: <name>`, namespace label `ns: <name>`, every
     /// pod serving TCP 80/81 and UDP/SCTP 80/81 named `serve-80-tcp` and so on.
     pub fn upstream() -> World {
-        let mut w = World { namespaces: vec![], pods: vec![], policies: vec![] };
+        let mut w = World {
+            namespaces: vec![],
+            pods: vec![],
+            policies: vec![],
+        };
         for (n, ns) in NAMESPACES.iter().enumerate() {
-            w.namespaces.push(json!({"metadata": {"name": ns, "labels": {"ns": ns}}}));
+            w.namespaces
+                .push(json!({"metadata": {"name": ns, "labels": {"ns": ns}}}));
             for (p, pod) in PODS.iter().enumerate() {
                 let mut ports = vec![];
                 for port in [80, 81] {
@@ -65,26 +73,46 @@ impl World {
                         ports.push(json!({"name": name, "containerPort": port, "protocol": proto}));
                     }
                 }
-                w.pods.push(pod_json(n, p, (n + p) % 2, json!({"pod": pod}), Value::Array(ports)));
+                w.pods.push(pod_json(
+                    n,
+                    p,
+                    (n + p) % 2,
+                    json!({"pod": pod}),
+                    Value::Array(ports),
+                ));
             }
         }
         w
     }
 
     pub fn policy(mut self, ns: &str, name: &str, spec: Value) -> World {
-        self.policies.push(json!({"metadata": {"namespace": ns, "name": name}, "spec": spec}));
+        self.policies
+            .push(json!({"metadata": {"namespace": ns, "name": name}, "spec": spec}));
         self
     }
 
     pub fn build(&self) -> Net {
         let de = |v: &Value| v.clone();
-        let namespaces: Vec<Namespace> =
-            self.namespaces.iter().map(|v| serde_json::from_value(de(v)).unwrap()).collect();
-        let pods: Vec<Pod> = self.pods.iter().map(|v| serde_json::from_value(de(v)).unwrap()).collect();
-        let policies: Vec<NetworkPolicy> =
-            self.policies.iter().map(|v| serde_json::from_value(de(v)).unwrap()).collect();
-        let nodes: BTreeMap<String, Vec<IpAddr>> =
-            NODES.iter().enumerate().map(|(i, n)| (n.to_string(), node_ips(i))).collect();
+        let namespaces: Vec<Namespace> = self
+            .namespaces
+            .iter()
+            .map(|v| serde_json::from_value(de(v)).unwrap())
+            .collect();
+        let pods: Vec<Pod> = self
+            .pods
+            .iter()
+            .map(|v| serde_json::from_value(de(v)).unwrap())
+            .collect();
+        let policies: Vec<NetworkPolicy> = self
+            .policies
+            .iter()
+            .map(|v| serde_json::from_value(de(v)).unwrap())
+            .collect();
+        let nodes: BTreeMap<String, Vec<IpAddr>> = NODES
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.to_string(), node_ips(i)))
+            .collect();
         let cluster = Cluster::new(&namespaces, &pods, &policies, nodes);
         let programs = NODES.iter().map(|n| compile(&cluster, n)).collect();
         Net { cluster, programs }
@@ -105,8 +133,14 @@ pub fn endpoint<'a>(c: &'a Cluster, name: &str, family: Family) -> Endpoint<'a> 
         "outside" if family == Family::V4 => OUTSIDE4.parse().unwrap(),
         "outside" => OUTSIDE6.parse().unwrap(),
         _ => {
-            let n = NODES.iter().position(|n| *n == name).unwrap_or_else(|| panic!("no {name}"));
-            node_ips(n).into_iter().find(|i| Family::of(*i) == family).unwrap()
+            let n = NODES
+                .iter()
+                .position(|n| *n == name)
+                .unwrap_or_else(|| panic!("no {name}"));
+            node_ips(n)
+                .into_iter()
+                .find(|i| Family::of(*i) == family)
+                .unwrap()
         }
     };
     Endpoint::Outside(ip)
@@ -115,14 +149,31 @@ pub fn endpoint<'a>(c: &'a Cluster, name: &str, family: Family) -> Endpoint<'a> 
 impl Net {
     /// Whether a new connection passes, by the oracle and by every node's program (which
     /// must agree); `None` when an end has no address of the family.
-    pub fn try_reach(&self, src: Endpoint, dst: Endpoint, f: Family, proto: u8, port: u16) -> Option<bool> {
+    pub fn try_reach(
+        &self,
+        src: Endpoint,
+        dst: Endpoint,
+        f: Family,
+        proto: u8,
+        port: u16,
+    ) -> Option<bool> {
         let want = oracle::allowed(&self.cluster, src, dst, f, proto, port)?;
-        let pkt = Packet { src: src.ip(f)?, dst: dst.ip(f)?, proto, port };
+        let pkt = Packet {
+            src: src.ip(f)?,
+            dst: dst.ip(f)?,
+            proto,
+            port,
+        };
         let mut got = true;
         for p in &self.programs {
-            got &= p.passes(&pkt).expect("the program refers only to what it holds");
+            got &= p
+                .passes(&pkt)
+                .expect("the program refers only to what it holds");
         }
-        assert_eq!(got, want, "program vs oracle for {pkt:?} ({src:?} -> {dst:?})");
+        assert_eq!(
+            got, want,
+            "program vs oracle for {pkt:?} ({src:?} -> {dst:?})"
+        );
         Some(want)
     }
 
@@ -130,16 +181,25 @@ impl Net {
     /// family-neutral unless it says otherwise).
     pub fn reach(&self, src: &str, dst: &str, proto: u8, port: u16) -> bool {
         let at = |f| {
-            let (s, d) = (endpoint(&self.cluster, src, f), endpoint(&self.cluster, dst, f));
+            let (s, d) = (
+                endpoint(&self.cluster, src, f),
+                endpoint(&self.cluster, dst, f),
+            );
             self.try_reach(s, d, f, proto, port).unwrap()
         };
         let (v4, v6) = (at(Family::V4), at(Family::V6));
-        assert_eq!(v4, v6, "{src} -> {dst} {proto}/{port}: IPv4 and IPv6 differ");
+        assert_eq!(
+            v4, v6,
+            "{src} -> {dst} {proto}/{port}: IPv4 and IPv6 differ"
+        );
         v4
     }
 
     pub fn reach4(&self, src: &str, dst: &str, proto: u8, port: u16) -> bool {
-        let (s, d) = (endpoint(&self.cluster, src, Family::V4), endpoint(&self.cluster, dst, Family::V4));
+        let (s, d) = (
+            endpoint(&self.cluster, src, Family::V4),
+            endpoint(&self.cluster, dst, Family::V4),
+        );
         self.try_reach(s, d, Family::V4, proto, port).unwrap()
     }
 
@@ -158,7 +218,10 @@ impl Net {
 }
 
 pub fn all_pods() -> Vec<String> {
-    NAMESPACES.iter().flat_map(|n| PODS.iter().map(move |p| format!("{n}/{p}"))).collect()
+    NAMESPACES
+        .iter()
+        .flat_map(|n| PODS.iter().map(move |p| format!("{n}/{p}")))
+        .collect()
 }
 
 /// The pairs (excluding self) whose both ends satisfy `f`.
