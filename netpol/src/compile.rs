@@ -1,27 +1,28 @@
 //! Objects -> one node's `Program`, a pure function. Only this node's pods are policed
 //! here (each agent enforces for its own pods); remote pods appear only as set elements.
 //!
-//! Shape (see the crate docs for the nft text):
+//! Shape (see README.md for the nft text):
 //! - per policy and direction that selects a local pod, a chain `pol-<id>-in|eg` whose
-//!   rules accept what the policy's rules allow, each rule matching through sets:
-//!   `…-peer4|6` (interval set: matched pods' addresses and ipBlocks minus except),
-//!   `…-ports` (`l4proto . dport` ranges) and `…-named4|6` (`daddr . l4proto . dport` of
-//!   the pods a named port resolves on);
+//!   rules accept what the policy's rules allow: one nft rule per alternative of peer
+//!   (`…-pods4|6`, a hash set of the selected pods' addresses; `…-block4|6`, an interval
+//!   set of the ipBlocks minus except) and of port (`…-ports`, `l4proto . dport` ranges;
+//!   `…-named4|6`, `daddr . l4proto . dport` where the named ports resolve);
 //! - per distinct list of policies selecting a local pod, a selection chain
 //!   `sel-<id>-in|eg`: a jump to each policy chain, then drop;
 //! - the dispatch verdict maps `ingress-pods4|6`/`egress-pods4|6`: local isolated pod
 //!   address -> its selection chain.
 //!
-//! So a remote pod starting, ending or relabelled changes set elements only; a local pod
-//! changes dispatch and set elements, plus one selection chain when its list of
-//! policies is new on this node.
+//! So a remote pod starting, ending or relabelled changes set elements only (one per
+//! set it belongs to; `update::pod_event` does it in place); a local pod changes dispatch
+//! and set elements, plus one selection chain when its list of policies is new here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::addr::{Family, RangeSet};
 use crate::cluster::{Cluster, Pod};
+use crate::members::{Source, members, named_ports};
 use crate::program::*;
-use crate::validate::{Direction, Namespaces, Peer, Policy, PortMatch, Rule as PolicyRule};
+use crate::validate::{Direction, Peer, Policy, PortMatch, Rule as PolicyRule};
 
 fn tag(dir: Direction) -> &'static str {
     match dir {
@@ -67,7 +68,8 @@ pub fn compile(c: &Cluster, node: &str) -> Program {
             }
         }
         for (i, pods) in targets {
-            policy(&mut prog, c, &c.policies[i], dir, &pods);
+            policy(&mut prog, c, &c.policies[i], dir);
+            named_sets(&mut prog, c, &c.policies[i], dir, &pods);
         }
     }
     prog
@@ -131,9 +133,8 @@ fn selection_chain(prog: &mut Program, c: &Cluster, dir: Direction, pols: &[usiz
     name
 }
 
-/// The chain of one policy's rules for `dir`, and their sets; `targets`: the local pods
-/// it selects (where ingress named ports resolve).
-fn policy(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction, targets: &[&Pod]) {
+/// The chain of one policy's rules for `dir`, and their sets.
+fn policy(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction) {
     let rules = p.rules(dir).unwrap_or_default();
     if rules.is_empty() {
         return;
@@ -142,94 +143,21 @@ fn policy(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction, targets: 
     let mut out = Vec::new();
     for (r, rule) in rules.iter().enumerate() {
         let base = format!("{chain}{r}");
-        let field = match dir {
-            Direction::Ingress => Field::Saddr,
-            Direction::Egress => Field::Daddr,
-        };
-        let mut peers: Option<BTreeMap<Family, (String, RangeSet)>> = None;
-        if let Some(list) = &rule.peers {
-            let sets = Family::BOTH.map(|f| {
-                (
-                    f,
-                    (
-                        format!("{base}-peer{}", f.suffix()),
-                        peer_set(c, p, list, f),
-                    ),
-                )
-            });
-            peers = Some(sets.into_iter().collect());
-        }
-        let peer_match = |f: Family| -> Vec<Match> {
-            peers
-                .as_ref()
-                .map(|m| vec![Match::AddrIn(field, m[&f].0.clone())])
-                .unwrap_or_default()
-        };
-        let accept = |matches| Rule {
-            matches,
-            verdict: Verdict::Accept,
-        };
-        match &rule.ports {
-            None if peers.is_none() => out.push(accept(vec![])),
-            None => out.extend(Family::BOTH.map(|f| accept(peer_match(f)))),
-            Some(ports) => {
-                let numeric: Vec<Elem> = ports
-                    .iter()
-                    .filter_map(|pt| match pt.port {
-                        PortMatch::Any => Some(Elem::ProtoPorts(pt.protocol.number(), 0, u16::MAX)),
-                        PortMatch::Range(a, b) => {
-                            Some(Elem::ProtoPorts(pt.protocol.number(), a, b))
-                        }
-                        PortMatch::Named(_) => None,
-                    })
-                    .collect();
-                if !numeric.is_empty() {
-                    let name = format!("{base}-ports");
-                    let set = Set {
-                        kind: SetKind::ProtoPorts,
-                        elems: merge_ports(numeric),
-                    };
-                    prog.sets.insert(name.clone(), set);
-                    let port = Match::ProtoPortIn(name);
-                    match peers {
-                        None => out.push(accept(vec![port])),
-                        Some(_) => out.extend(Family::BOTH.map(|f| {
-                            let mut m = peer_match(f);
-                            m.push(port.clone());
-                            accept(m)
-                        })),
-                    }
+        let peers = peer_matches(prog, c, p, dir, r, rule, &base);
+        let ports = port_matches(prog, rule, &base);
+        // One nft rule per alternative of peer and of port (a k8s rule is an OR of its
+        // peers and of its ports); an address set only meets its own family.
+        for (pf, pm) in &peers {
+            for (qf, qm) in &ports {
+                if pf.is_some() && qf.is_some() && pf != qf {
+                    continue;
                 }
-                if ports
-                    .iter()
-                    .any(|pt| matches!(pt.port, PortMatch::Named(_)))
-                {
-                    for f in Family::BOTH {
-                        let name = format!("{base}-named{}", f.suffix());
-                        let elems = named_elems(c, p, dir, rule, targets, f);
-                        prog.sets.insert(
-                            name.clone(),
-                            Set {
-                                kind: SetKind::AddrProtoPorts(f),
-                                elems,
-                            },
-                        );
-                        let mut m = peer_match(f);
-                        m.push(Match::DaddrProtoPortIn(name));
-                        out.push(accept(m));
-                    }
-                }
+                let matches = pm.iter().chain(qm).cloned().collect();
+                out.push(Rule {
+                    matches,
+                    verdict: Verdict::Accept,
+                });
             }
-        }
-        for (f, (name, set)) in peers.into_iter().flatten() {
-            let elems = set.into_ranges().into_iter().map(Elem::Range).collect();
-            prog.sets.insert(
-                name,
-                Set {
-                    kind: SetKind::Addrs(f),
-                    elems,
-                },
-            );
         }
     }
     prog.chains.insert(
@@ -241,77 +169,150 @@ fn policy(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction, targets: 
     );
 }
 
-/// Whether a pod is picked by one of a rule's selector peers.
-fn pod_peer(c: &Cluster, policy_ns: &str, peers: &[Peer], pod: &Pod) -> bool {
-    pod.policed()
-        && peers.iter().any(|peer| match peer {
-            Peer::Block { .. } => false,
-            Peer::Pods { namespaces, pods } => {
-                let ns_ok = match namespaces {
-                    Namespaces::Own => pod.namespace == policy_ns,
-                    Namespaces::Matching(s) => s.matches(&c.namespace_labels(&pod.namespace)),
-                };
-                ns_ok && pods.matches(&pod.labels)
-            }
-        })
-}
+type Alternative = (Option<Family>, Option<Match>);
 
-fn peer_set(c: &Cluster, p: &Policy, peers: &[Peer], f: Family) -> RangeSet {
-    let mut set = RangeSet::new(f);
-    for peer in peers {
-        if let Peer::Block { cidr, except } = peer {
-            set.add_net_except(*cidr, except);
-        }
-    }
-    for pod in c
-        .pods
-        .iter()
-        .filter(|pod| pod_peer(c, &p.namespace, peers, pod))
-    {
-        if let Some(ip) = pod.ip(f) {
-            set.add_ip(ip);
-        }
-    }
-    set
-}
-
-/// `(address, proto, port)` of the pods a rule's named ports resolve on: for ingress the
-/// local pods the policy selects, for egress every pod the rule's peers include.
-fn named_elems(
+/// The peer alternatives of a rule: any peer, or per family its selected pods' set
+/// (hash, follows pods) and its ipBlocks' set (intervals, follows the policy).
+fn peer_matches(
+    prog: &mut Program,
     c: &Cluster,
     p: &Policy,
     dir: Direction,
+    r: usize,
     rule: &PolicyRule,
-    targets: &[&Pod],
-    f: Family,
-) -> BTreeSet<Elem> {
-    let pods: Vec<&Pod> = match (dir, &rule.peers) {
-        (Direction::Ingress, _) => targets.to_vec(),
-        (Direction::Egress, None) => c.pods.iter().filter(|x| x.policed()).collect(),
-        (Direction::Egress, Some(peers)) => {
-            let ranges = peer_set(c, p, peers, f).into_ranges();
-            c.pods
-                .iter()
-                .filter(|x| x.policed())
-                .filter(|x| {
-                    x.ip(f)
-                        .is_some_and(|ip| ranges.iter().any(|r| r.contains(ip)))
-                })
-                .collect()
-        }
+    base: &str,
+) -> Vec<Alternative> {
+    let Some(peers) = &rule.peers else {
+        return vec![(None, None)];
     };
-    let mut elems = BTreeSet::new();
-    for pod in pods {
-        let Some(ip) = pod.ip(f) else { continue };
-        for pt in rule.ports.iter().flatten() {
-            if let PortMatch::Named(n) = &pt.port
-                && let Some(port) = pod.named_port(n, pt.protocol)
-            {
-                elems.insert(Elem::AddrProtoPort(ip, pt.protocol.number(), port));
+    let field = match dir {
+        Direction::Ingress => Field::Saddr,
+        Direction::Egress => Field::Daddr,
+    };
+    let mut out = vec![];
+    for f in Family::BOTH {
+        if peers.iter().any(|x| matches!(x, Peer::Pods { .. })) {
+            let name = format!("{base}-pods{}", f.suffix());
+            let src = Source::PeerPods {
+                policy: p.key(),
+                dir,
+                rule: r,
+                family: f,
+            };
+            let elems = c
+                .pods
+                .iter()
+                .flat_map(|pod| members(c, &src, pod))
+                .collect();
+            prog.sets.insert(
+                name.clone(),
+                Set {
+                    kind: SetKind::Addrs(f),
+                    elems,
+                },
+            );
+            prog.sources.insert(name.clone(), src);
+            out.push((Some(f), Some(Match::AddrIn(field, name))));
+        }
+        let mut blocks = RangeSet::new(f);
+        for x in peers {
+            if let Peer::Block { cidr, except } = x {
+                blocks.add_net_except(*cidr, except);
+            }
+        }
+        let ranges = blocks.into_ranges();
+        // A family no block of the rule covers gets no set and no rule.
+        if !ranges.is_empty() {
+            let name = format!("{base}-block{}", f.suffix());
+            let elems = ranges.into_iter().map(Elem::Range).collect();
+            prog.sets.insert(
+                name.clone(),
+                Set {
+                    kind: SetKind::Ranges(f),
+                    elems,
+                },
+            );
+            out.push((Some(f), Some(Match::AddrIn(field, name))));
+        }
+    }
+    out
+}
+
+/// The port alternatives of a rule: any port and protocol, the numeric ports' set, and
+/// per family the set of where its named ports resolve.
+fn port_matches(prog: &mut Program, rule: &PolicyRule, base: &str) -> Vec<Alternative> {
+    let Some(ports) = &rule.ports else {
+        return vec![(None, None)];
+    };
+    let mut out = vec![];
+    let numeric: Vec<Elem> = ports
+        .iter()
+        .filter_map(|pt| match pt.port {
+            PortMatch::Any => Some(Elem::ProtoPorts(pt.protocol.number(), 0, u16::MAX)),
+            PortMatch::Range(a, b) => Some(Elem::ProtoPorts(pt.protocol.number(), a, b)),
+            PortMatch::Named(_) => None,
+        })
+        .collect();
+    if !numeric.is_empty() {
+        let name = format!("{base}-ports");
+        let set = Set {
+            kind: SetKind::ProtoPorts,
+            elems: merge_ports(numeric),
+        };
+        prog.sets.insert(name.clone(), set);
+        out.push((None, Some(Match::ProtoPortIn(name))));
+    }
+    if ports
+        .iter()
+        .any(|pt| matches!(pt.port, PortMatch::Named(_)))
+    {
+        for f in Family::BOTH {
+            let name = format!("{base}-named{}", f.suffix());
+            let set = Set {
+                kind: SetKind::AddrProtoPorts(f),
+                elems: BTreeSet::new(),
+            };
+            prog.sets.insert(name.clone(), set);
+            out.push((Some(f), Some(Match::DaddrProtoPortIn(name))));
+        }
+    }
+    out
+}
+
+/// Fills the named-port sets: ingress from the local pods the policy selects, egress
+/// from every pod (`members`), recorded as a source so remote pod events update it.
+fn named_sets(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction, targets: &[&Pod]) {
+    let Some(rules) = p.rules(dir) else { return };
+    let chain = policy_chain(p, dir);
+    for (r, rule) in rules.iter().enumerate() {
+        for f in Family::BOTH {
+            let name = format!("{chain}{r}-named{}", f.suffix());
+            let Some(set) = prog.sets.get_mut(&name) else {
+                continue;
+            };
+            match dir {
+                Direction::Ingress => {
+                    set.elems = targets
+                        .iter()
+                        .flat_map(|t| named_ports(t, rule, f))
+                        .collect();
+                }
+                Direction::Egress => {
+                    let src = Source::EgressNamed {
+                        policy: p.key(),
+                        rule: r,
+                        family: f,
+                    };
+                    set.elems = c
+                        .pods
+                        .iter()
+                        .flat_map(|pod| members(c, &src, pod))
+                        .collect();
+                    prog.sources.insert(name, src);
+                }
             }
         }
     }
-    elems
 }
 
 /// Port ranges of one protocol merged where they overlap or touch (the kernel refuses

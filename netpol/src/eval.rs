@@ -128,15 +128,18 @@ impl Program {
             Match::Established => false,
             Match::AddrIn(field, name) => {
                 let set = self.set(name)?;
-                let SetKind::Addrs(f) = set.kind else {
-                    return Err(EvalError::SetKind(name.clone()));
-                };
                 let a = addr(*field, p);
-                f == fam
-                    && set
-                        .elems
-                        .iter()
-                        .any(|e| matches!(e, Elem::Range(r) if r.contains(a)))
+                match set.kind {
+                    SetKind::Addrs(f) => f == fam && set.elems.contains(&Elem::Addr(a)),
+                    SetKind::Ranges(f) => {
+                        f == fam
+                            && set
+                                .elems
+                                .iter()
+                                .any(|e| matches!(e, Elem::Range(r) if r.contains(a)))
+                    }
+                    _ => return Err(EvalError::SetKind(name.clone())),
+                }
             }
             Match::ProtoPortIn(name) => {
                 let set = self.set(name)?;

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use crate::addr::{Family, Range};
+use crate::members::Source;
 use crate::validate::PolicyError;
 
 /// Our own table: `table inet cni-rs-netpol`.
@@ -31,11 +32,14 @@ pub enum Hook {
     ForwardIngress,
 }
 
-/// A set's key type; address sets are interval sets (`flags interval`).
+/// A set's key type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SetKind {
-    /// `type ipv4_addr` / `ipv6_addr; flags interval`: peer addresses.
+    /// `type ipv4_addr` / `ipv6_addr` (a hash set): selected pods' addresses, one
+    /// element per pod, so a pod event is one element added or removed.
     Addrs(Family),
+    /// `type ipv4_addr; flags interval`: ipBlocks minus their excepts (policy only).
+    Ranges(Family),
     /// `type inet_proto . inet_service; flags interval`: numeric ports.
     ProtoPorts,
     /// `type ipv4_addr . inet_proto . inet_service`: named ports resolved per pod.
@@ -46,6 +50,7 @@ pub enum SetKind {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Elem {
+    Addr(IpAddr),
     Range(Range),
     /// Protocol number and an inclusive port range.
     ProtoPorts(u8, u16, u16),
@@ -111,6 +116,9 @@ pub struct Program {
     pub local: BTreeSet<IpAddr>,
     /// Policies refused (enforced as deny-all stand-ins): for the log line and metric.
     pub refused: Vec<PolicyError>,
+    /// The sets whose elements follow remote pods, and where they come from (not kernel
+    /// state: what `update::pod_event` recomputes).
+    pub sources: BTreeMap<String, Source>,
 }
 
 /// A short stable name for an identity: 64-bit FNV-1a, hex. Kernel object names are

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod random;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
