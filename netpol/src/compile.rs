@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::addr::{Family, RangeSet};
 use crate::cluster::{Cluster, Pod};
-use crate::members::{Source, members, named_ports};
+use crate::members::{Source, named_ports, rule_members};
 use crate::program::*;
 use crate::validate::{Direction, Peer, Policy, PortMatch, Rule as PolicyRule};
 
@@ -202,7 +202,7 @@ fn peer_matches(
             let elems = c
                 .pods
                 .iter()
-                .flat_map(|pod| members(c, &src, pod))
+                .flat_map(|pod| rule_members(c, p, rule, false, f, pod))
                 .collect();
             prog.sets.insert(
                 name.clone(),
@@ -306,7 +306,7 @@ fn named_sets(prog: &mut Program, c: &Cluster, p: &Policy, dir: Direction, targe
                     set.elems = c
                         .pods
                         .iter()
-                        .flat_map(|pod| members(c, &src, pod))
+                        .flat_map(|pod| rule_members(c, p, rule, true, f, pod))
                         .collect();
                     prog.sources.insert(name, src);
                 }

@@ -95,16 +95,29 @@ pub fn members(c: &Cluster, src: &Source, pod: &Pod) -> Vec<Elem> {
     let Some(rule) = p.rules(dir).and_then(|rs| rs.get(r)) else {
         return vec![];
     };
+    let named = matches!(src, Source::EgressNamed { .. });
+    rule_members(c, p, rule, named, f, pod)
+}
+
+/// `members` with the policy and rule at hand (the full compile's loop).
+pub fn rule_members(
+    c: &Cluster,
+    p: &Policy,
+    rule: &Rule,
+    named: bool,
+    f: Family,
+    pod: &Pod,
+) -> Vec<Elem> {
     if !pod.policed() {
         return vec![];
     }
-    match (src, &rule.peers) {
-        (Source::PeerPods { .. }, Some(peers)) if picks(c, &p.namespace, peers, pod) => {
+    match (named, &rule.peers) {
+        (false, Some(peers)) if picks(c, &p.namespace, peers, pod) => {
             pod.ip(f).map(Elem::Addr).into_iter().collect()
         }
-        (Source::PeerPods { .. }, _) => vec![],
-        (Source::EgressNamed { .. }, None) => named_ports(pod, rule, f),
-        (Source::EgressNamed { .. }, Some(peers)) => {
+        (false, _) => vec![],
+        (true, None) => named_ports(pod, rule, f),
+        (true, Some(peers)) => {
             if picks(c, &p.namespace, peers, pod) || in_blocks(peers, pod, f) {
                 named_ports(pod, rule, f)
             } else {

@@ -3,6 +3,7 @@
 //! `compile` of the cluster after the event (a test checks it on generated events).
 
 use crate::cluster::{Cluster, Pod};
+use crate::diff::Changes;
 use crate::members::members;
 use crate::program::{Elem, Program};
 
@@ -13,14 +14,15 @@ use crate::program::{Elem, Program};
 pub struct LocalPod;
 
 /// `c` is the cluster after the event; `old`/`new` the pod before and after (`None`:
-/// it did not exist / no longer does).
+/// it did not exist / no longer does). Returns what changed, for the kernel: set
+/// elements only.
 pub fn pod_event(
     c: &Cluster,
     node: &str,
     prog: &mut Program,
     old: Option<&Pod>,
     new: Option<&Pod>,
-) -> Result<(), LocalPod> {
+) -> Result<Changes, LocalPod> {
     if old
         .into_iter()
         .chain(new)
@@ -28,6 +30,7 @@ pub fn pod_event(
     {
         return Err(LocalPod);
     }
+    let mut changes = Changes::default();
     for (name, src) in &prog.sources {
         let before = old.map(|p| members(c, src, p)).unwrap_or_default();
         let after = new.map(|p| members(c, src, p)).unwrap_or_default();
@@ -47,11 +50,15 @@ pub fn pod_event(
                 .pods
                 .iter()
                 .any(|q| q.ips.contains(&ip) && members(c, src, q).contains(e));
-            if !held {
-                set.elems.remove(e);
+            if !held && set.elems.remove(e) {
+                changes.del_elems.push((name.clone(), e.clone()));
             }
         }
-        set.elems.extend(after);
+        for e in after {
+            if set.elems.insert(e.clone()) {
+                changes.add_elems.push((name.clone(), e));
+            }
+        }
     }
-    Ok(())
+    Ok(changes)
 }

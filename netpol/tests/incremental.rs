@@ -59,9 +59,7 @@ fn remote_pod_events_in_place_equal_a_compile() {
                 Err(LocalPod) => {
                     local += 1;
                     let on = w.pods[i]["spec"]["nodeName"].as_str().unwrap();
-                    let host = w.pods[i]["spec"]["hostNetwork"]
-                        .as_bool()
-                        .unwrap_or(false);
+                    let host = w.pods[i]["spec"]["hostNetwork"].as_bool().unwrap_or(false);
                     assert!(
                         on == NODES[0] && !host,
                         "only a pod of node-1 needs a compile"
