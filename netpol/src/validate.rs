@@ -184,7 +184,8 @@ fn check(np: &NetworkPolicy) -> Result<Policy, Fail> {
     let spec = &np.spec;
     let pod_selector = selector(&spec.pod_selector, "spec.podSelector")?;
     let (mut ingress, mut egress) = (true, !spec.egress.is_empty());
-    if let Some(types) = &spec.policy_types {
+    // The API server defaults an empty list as an absent one.
+    if let Some(types) = spec.policy_types.as_ref().filter(|t| !t.is_empty()) {
         (ingress, egress) = (false, false);
         for (i, t) in types.iter().enumerate() {
             match t.as_str() {

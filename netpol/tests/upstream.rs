@@ -48,6 +48,11 @@ fn policy_types_default_to_egress_only_when_egress_rules_exist() {
     let spec = json!({"podSelector": {"matchLabels": {"pod": "a"}}, "egress": [{}]});
     let net = World::upstream().policy("x", "p", spec).build();
     expect(&net, TCP, 80, |_, d| d != "x/a");
+    // An empty policyTypes is defaulted the same way.
+    let spec =
+        json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": [], "egress": [{}]});
+    let net = World::upstream().policy("x", "p", spec).build();
+    expect(&net, TCP, 80, |_, d| d != "x/a");
     // Without egress rules: ingress only, whatever else the spec holds.
     let spec = json!({"podSelector": {"matchLabels": {"pod": "a"}}, "ingress": [{}]});
     let net = World::upstream().policy("x", "p", spec).build();
