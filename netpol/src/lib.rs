@@ -1,0 +1,20 @@
+//! Kubernetes NetworkPolicy for the node agent: the pure part. See README.md.
+//!
+//! `model` (the API's JSON) -> `validate` (what can be enforced exactly; the rest is
+//! refused, its pods isolated) and `select` (label selectors) -> `cluster` (normalized
+//! objects) -> `oracle` (the semantics, plainly: the test truth table) and `compile`
+//! (one node's nftables-shaped `program`) -> `diff` (what to change in the kernel) and
+//! `eval` (the program run on one packet, as nftables would).
+
+pub mod addr;
+pub mod cluster;
+pub mod compile;
+pub mod diff;
+pub mod eval;
+pub mod members;
+pub mod model;
+pub mod oracle;
+pub mod program;
+pub mod select;
+pub mod update;
+pub mod validate;

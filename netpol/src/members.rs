@@ -1,0 +1,128 @@
+//! Where the elements of the sets that follow remote pods come from, one pod at a time.
+//! The full compile and the incremental update (`update`) both use these functions, so a
+//! pod event changes exactly the elements a full compile would.
+
+use crate::addr::Family;
+use crate::cluster::{Cluster, Pod};
+use crate::program::Elem;
+use crate::validate::{Direction, Namespaces, Peer, Policy, PortMatch, Rule};
+
+/// A set whose elements follow pods anywhere in the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// The addresses of the pods a rule's selector peers pick.
+    PeerPods {
+        policy: String,
+        dir: Direction,
+        rule: usize,
+        family: Family,
+    },
+    /// `(address, proto, port)` where an egress rule's named ports resolve, on its peers.
+    EgressNamed {
+        policy: String,
+        rule: usize,
+        family: Family,
+    },
+}
+
+/// Whether a rule's selector peers pick `pod` (a hostNetwork pod is never picked).
+pub fn picks(c: &Cluster, policy_ns: &str, peers: &[Peer], pod: &Pod) -> bool {
+    pod.policed()
+        && peers.iter().any(|peer| match peer {
+            Peer::Block { .. } => false,
+            Peer::Pods { namespaces, pods } => {
+                let ns_ok = match namespaces {
+                    Namespaces::Own => pod.namespace == policy_ns,
+                    Namespaces::Matching(s) => s.matches(&c.namespace_labels(&pod.namespace)),
+                };
+                ns_ok && pods.matches(&pod.labels)
+            }
+        })
+}
+
+fn in_blocks(peers: &[Peer], pod: &Pod, f: Family) -> bool {
+    pod.ip(f).is_some_and(|ip| {
+        peers.iter().any(|peer| match peer {
+            Peer::Block { cidr, except } => {
+                cidr.contains(ip) && !except.iter().any(|e| e.contains(ip))
+            }
+            Peer::Pods { .. } => false,
+        })
+    })
+}
+
+/// The `(address, proto, port)` elements of `pod` for a rule's named ports.
+pub fn named_ports(pod: &Pod, rule: &Rule, f: Family) -> Vec<Elem> {
+    let Some(ip) = pod.ip(f) else { return vec![] };
+    let mut out = vec![];
+    for pt in rule.ports.iter().flatten() {
+        if let PortMatch::Named(n) = &pt.port
+            && let Some(port) = pod.named_port(n, pt.protocol)
+        {
+            out.push(Elem::AddrProtoPort(ip, pt.protocol.number(), port));
+        }
+    }
+    out
+}
+
+fn policy<'c>(c: &'c Cluster, key: &str) -> Option<&'c Policy> {
+    let (ns, name) = key.split_once('/')?;
+    let i = c
+        .policies
+        .binary_search_by(|p| (p.namespace.as_str(), p.name.as_str()).cmp(&(ns, name)))
+        .ok()?;
+    Some(&c.policies[i])
+}
+
+/// What `pod` puts into the set `src` describes.
+pub fn members(c: &Cluster, src: &Source, pod: &Pod) -> Vec<Elem> {
+    let (key, dir, r, f) = match src {
+        Source::PeerPods {
+            policy,
+            dir,
+            rule,
+            family,
+        } => (policy, *dir, *rule, *family),
+        Source::EgressNamed {
+            policy,
+            rule,
+            family,
+        } => (policy, Direction::Egress, *rule, *family),
+    };
+    let Some(p) = policy(c, key) else {
+        return vec![];
+    };
+    let Some(rule) = p.rules(dir).and_then(|rs| rs.get(r)) else {
+        return vec![];
+    };
+    let named = matches!(src, Source::EgressNamed { .. });
+    rule_members(c, p, rule, named, f, pod)
+}
+
+/// `members` with the policy and rule at hand (the full compile's loop).
+pub fn rule_members(
+    c: &Cluster,
+    p: &Policy,
+    rule: &Rule,
+    named: bool,
+    f: Family,
+    pod: &Pod,
+) -> Vec<Elem> {
+    if !pod.policed() {
+        return vec![];
+    }
+    match (named, &rule.peers) {
+        (false, Some(peers)) if picks(c, &p.namespace, peers, pod) => {
+            pod.ip(f).map(Elem::Addr).into_iter().collect()
+        }
+        (false, _) => vec![],
+        (true, None) => named_ports(pod, rule, f),
+        (true, Some(peers)) => {
+            if picks(c, &p.namespace, peers, pod) || in_blocks(peers, pod, f) {
+                named_ports(pod, rule, f)
+            } else {
+                vec![]
+            }
+        }
+    }
+}
