@@ -127,6 +127,7 @@ pub fn run(
             cluster_cidrs: args.cluster_cidr.clone(),
             no_masquerade: args.no_masquerade_cidr.clone(),
             mode: args.mode,
+            bridge: args.bridge.clone(),
         },
         vni: args.vxlan_vni,
         port: args.vxlan_port,

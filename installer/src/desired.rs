@@ -27,6 +27,8 @@ pub struct Options {
     pub no_masquerade: Vec<IpNetwork>,
     /// Which peers get a direct route and which the overlay.
     pub mode: Mode,
+    /// The bridge this node's pods are on (`--bridge`).
+    pub bridge: String,
 }
 
 /// What the kernel says about this node.
@@ -535,6 +537,7 @@ fn policy(own: &[IpNetwork], pod_ranges: &[IpNetwork], opts: &Options) -> NodePo
     NodePolicy {
         v4: family(true),
         v6: family(false),
+        pods_on: opts.bridge.clone(),
     }
 }
 

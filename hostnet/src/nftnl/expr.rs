@@ -19,7 +19,8 @@ const VERDICT_ACCEPT: u32 = 1;
 
 /// `NFT_PAYLOAD_NETWORK_HEADER`.
 const PAYLOAD_NETWORK: u32 = 1;
-/// `NFT_META_NFPROTO`.
+/// `NFT_META_IIFNAME`, `NFT_META_NFPROTO`.
+const META_IIFNAME: u32 = 6;
 const META_NFPROTO: u32 = 15;
 /// `NFT_FIB_RESULT_ADDRTYPE`, `NFTA_FIB_F_DADDR`.
 const FIB_RESULT_ADDRTYPE: u32 = 3;
@@ -41,6 +42,8 @@ pub enum CmpOp {
 pub enum Expr {
     /// `meta load nfproto => reg 1`
     MetaNfproto,
+    /// `meta load iifname => reg 1`
+    MetaIifname,
     /// `payload load LEN @ network header + OFFSET => reg 1`
     Network { offset: u32, len: u32 },
     /// `bitwise reg 1 = (reg 1 & MASK) ^ 0`
@@ -74,7 +77,7 @@ fn data(a: &mut Attrs, ty: u16, value: &[u8]) {
 impl Expr {
     fn name(&self) -> &'static str {
         match self {
-            Expr::MetaNfproto => "meta",
+            Expr::MetaNfproto | Expr::MetaIifname => "meta",
             Expr::Network { .. } => "payload",
             Expr::Mask(_) => "bitwise",
             Expr::Cmp(..) => "cmp",
@@ -90,6 +93,9 @@ impl Expr {
         match self {
             Expr::MetaNfproto => {
                 a.u32(1, REG_1).u32(2, META_NFPROTO);
+            }
+            Expr::MetaIifname => {
+                a.u32(1, REG_1).u32(2, META_IIFNAME);
             }
             Expr::Network { offset, len } => {
                 a.u32(1, REG_1)

@@ -356,6 +356,7 @@ mod unit {
         k.apply_firewall(&NodePolicy {
             v4: Some(family("10.244.1.0/24", &["10.244.0.0/16"])),
             v6: Some(family("fd00:244:1::/64", &["fd00:244::/48"])),
+            pods_on: "cni0".into(),
         })
         .unwrap();
         let masq = Egress::Masqueraded { random_fully: true };

@@ -17,10 +17,14 @@
 //! drop, and the drop users meet is iptables' `FORWARD` policy (Docker sets it; Debian's
 //! iptables is iptables-nft, so it is the nf_tables chain `ip filter FORWARD`). So when
 //! that chain exists, we insert at its head, per pod range, the rules `iptables -I FORWARD
-//! -s CIDR -j ACCEPT` and `-d CIDR` would make, encoded as iptables-nft encodes them (so
-//! `iptables -S` still lists them) and commented [`FORWARD_COMMENT`] (rule userdata, which
-//! iptables shows as `-m comment`), which is how we find exactly ours again. Same for
-//! `ip6 filter FORWARD`. Everything, the old rules' removal included, is one batch.
+//! -i BRIDGE -s CIDR -j ACCEPT` and `-d CIDR` would make, encoded as iptables-nft encodes
+//! them (so `iptables -S` still lists them) and commented [`FORWARD_COMMENT`] (rule
+//! userdata, which iptables shows as `-m comment`), which is how we find exactly ours
+//! again. Same for `ip6 filter FORWARD`. Everything, the old rules' removal included, is one
+//! batch. The source rule holds only on the pods' bridge: without it, a packet with a
+//! forged pod source from any interface would be forwarded anywhere past the policy. The
+//! destination rule stays open: nodes, other nodes' pods and kube-proxy's DNATed traffic
+//! reach pods (the Kubernetes network model; NetworkPolicy is what narrows that).
 
 use std::net::IpAddr;
 
@@ -40,8 +44,12 @@ const SRCNAT: i32 = 100;
 /// The comment on the masquerade rules; a change of their shape changes it, so a rule of
 /// an earlier version is seen as drift.
 pub const MASQ_COMMENT: &str = "cni-rs: masquerade v2";
-/// The comment on our rules in iptables' `FORWARD` chains.
-pub const FORWARD_COMMENT: &str = "cni-rs: pod traffic";
+/// The comment on our rules in iptables' `FORWARD` chains; like [`MASQ_COMMENT`] it names
+/// the rules' version, so the rules of an earlier version are replaced.
+pub const FORWARD_COMMENT: &str = "cni-rs: pod traffic v2";
+/// The comment of the first version's rules (a source rule on any interface): still ours,
+/// removed when found.
+const FORWARD_COMMENT_V1: &str = "cni-rs: pod traffic";
 const IPTABLES_TABLE: &str = "filter";
 const IPTABLES_FORWARD: &str = "FORWARD";
 
@@ -219,10 +227,23 @@ fn not_multicast(fam: Fam) -> Vec<Expr> {
     )
 }
 
-/// `-s CIDR -j ACCEPT` (or `-d`) as iptables-nft encodes it.
-fn forward_rule(fam: Fam, cidr: &IpNetwork, offset: u32) -> Vec<Expr> {
+/// `-i IIF -s CIDR -j ACCEPT` (or `-d CIDR`, on any interface) as iptables-nft encodes it.
+fn forward_rule(fam: Fam, cidr: &IpNetwork, offset: u32, iif: Option<&str>) -> Vec<Expr> {
     let net = key(to_u128(cidr.network()), fam.key_len);
-    let mut exprs = prefix_match(fam, &net, cidr.prefix().into(), offset, CmpOp::Eq);
+    let mut exprs = Vec::new();
+    if let Some(name) = iif {
+        // iptables-nft compares the name with its terminating NUL (an exact match).
+        let mut name = name.as_bytes().to_vec();
+        name.push(0);
+        exprs.extend([Expr::MetaIifname, Expr::Cmp(CmpOp::Eq, name)]);
+    }
+    exprs.extend(prefix_match(
+        fam,
+        &net,
+        cidr.prefix().into(),
+        offset,
+        CmpOp::Eq,
+    ));
     exprs.push(Expr::Counter);
     exprs.push(Expr::Accept);
     exprs
@@ -274,9 +295,13 @@ fn pod_ranges(fam: Fam, policy: Option<&FamilyPolicy>) -> Result<Vec<IpNetwork>,
     Ok(cidrs)
 }
 
-/// Our rules in iptables' `FORWARD` chain of `family`; `None` when that chain does not
-/// exist (no iptables-nft rules on this node: nothing to work around).
-fn our_forward_rules(nf: &mut NfSocket, family: Family) -> Result<Option<Vec<u64>>, NftError> {
+/// Our rules in iptables' `FORWARD` chain of `family`, each with whether it is of this
+/// version; `None` when that chain does not exist (no iptables-nft rules on this node:
+/// nothing to work around).
+fn our_forward_rules(
+    nf: &mut NfSocket,
+    family: Family,
+) -> Result<Option<Vec<(u64, bool)>>, NftError> {
     let chain = nftnl::selector(IPTABLES_TABLE, 3, IPTABLES_FORWARD);
     let what = format!("get chain {} filter FORWARD", family.name());
     match nf.get(nftnl::NFT_MSG_GETCHAIN, family as u8, &chain, &what) {
@@ -291,8 +316,11 @@ fn our_forward_rules(nf: &mut NfSocket, family: Family) -> Result<Option<Vec<u64
         listed
             .iter()
             .filter_map(nftnl::parse_rule)
-            .filter(|r| r.comment.as_deref() == Some(FORWARD_COMMENT))
-            .map(|r| r.handle)
+            .filter_map(|r| match r.comment.as_deref() {
+                Some(FORWARD_COMMENT) => Some((r.handle, true)),
+                Some(FORWARD_COMMENT_V1) => Some((r.handle, false)),
+                _ => None,
+            })
             .collect(),
     ))
 }
@@ -338,7 +366,13 @@ pub fn apply_batch(nf: &mut NfSocket, policy: &NodePolicy) -> Result<Vec<Msg>, N
         let Some(old) = our_forward_rules(nf, fam.iptables)? else {
             continue;
         };
-        for handle in old {
+        if !ranges.is_empty() && policy.pods_on.is_empty() {
+            return Err(NftError::unexpected(
+                "firewall policy",
+                "no interface named for the pods' traffic; refused".to_string(),
+            ));
+        }
+        for (handle, _) in old {
             msgs.push(nftnl::del_rule(
                 fam.iptables,
                 IPTABLES_TABLE,
@@ -347,12 +381,15 @@ pub fn apply_batch(nf: &mut NfSocket, policy: &NodePolicy) -> Result<Vec<Msg>, N
             ));
         }
         for cidr in &ranges {
-            for offset in [fam.saddr, fam.daddr] {
+            for (offset, iif) in [
+                (fam.saddr, Some(policy.pods_on.as_str())),
+                (fam.daddr, None),
+            ] {
                 msgs.push(nftnl::new_rule(
                     fam.iptables,
                     IPTABLES_TABLE,
                     IPTABLES_FORWARD,
-                    &forward_rule(fam, cidr, offset),
+                    &forward_rule(fam, cidr, offset, iif),
                     Some(FORWARD_COMMENT),
                     false,
                 ));
@@ -423,7 +460,7 @@ pub fn matches(nf: &mut NfSocket, policy: &NodePolicy) -> Result<bool, NftError>
         }
         let ranges = pod_ranges(fam, fam.of(policy))?;
         if let Some(ours) = our_forward_rules(nf, fam.iptables)?
-            && ours.len() != 2 * ranges.len()
+            && (ours.len() != 2 * ranges.len() || ours.iter().any(|(_, current)| !current))
         {
             return Ok(false);
         }
@@ -473,17 +510,20 @@ mod tests {
 
     #[test]
     fn forward_rules_have_iptables_shape() {
-        // iptables-nft for -s 10.0.0.0/24: payload 3b @ +12, cmp eq 0x0a0000.
-        let r = forward_rule(V4, &"10.0.0.0/24".parse().unwrap(), V4.saddr);
-        assert_eq!(r[0], Expr::Network { offset: 12, len: 3 });
-        assert_eq!(r[1], Expr::Cmp(CmpOp::Eq, vec![10, 0, 0]));
-        assert_eq!(r[2..], [Expr::Counter, Expr::Accept]);
+        // iptables-nft for -i cni0 -s 10.0.0.0/24: meta load iifname, cmp eq "cni0\0",
+        // payload 3b @ +12, cmp eq 0x0a0000.
+        let r = forward_rule(V4, &"10.0.0.0/24".parse().unwrap(), V4.saddr, Some("cni0"));
+        assert_eq!(r[0], Expr::MetaIifname);
+        assert_eq!(r[1], Expr::Cmp(CmpOp::Eq, b"cni0\0".to_vec()));
+        assert_eq!(r[2], Expr::Network { offset: 12, len: 3 });
+        assert_eq!(r[3], Expr::Cmp(CmpOp::Eq, vec![10, 0, 0]));
+        assert_eq!(r[4..], [Expr::Counter, Expr::Accept]);
         // -d 10.0.0.0/23: payload 4b @ +16, mask 0xfffffe00.
-        let r = forward_rule(V4, &"10.0.0.0/23".parse().unwrap(), V4.daddr);
+        let r = forward_rule(V4, &"10.0.0.0/23".parse().unwrap(), V4.daddr, None);
         assert_eq!(r[0], Expr::Network { offset: 16, len: 4 });
         assert_eq!(r[1], Expr::Mask(vec![255, 255, 254, 0]));
         // -d fd00:1::/60: payload 16b @ +24, mask ffff:ffff:ffff:fff0::.
-        let r = forward_rule(V6, &"fd00:1::/60".parse().unwrap(), V6.daddr);
+        let r = forward_rule(V6, &"fd00:1::/60".parse().unwrap(), V6.daddr, None);
         assert_eq!(
             r[0],
             Expr::Network {

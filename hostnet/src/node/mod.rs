@@ -62,6 +62,10 @@ pub struct FamilyPolicy {
 pub struct NodePolicy {
     pub v4: Option<FamilyPolicy>,
     pub v6: Option<FamilyPolicy>,
+    /// The interface this node's pods are on (the bridge): traffic from the pod ranges is
+    /// forwarded whatever the FORWARD policy only when it comes from there, so a packet
+    /// with a forged pod source from any other interface is not let through.
+    pub pods_on: String,
 }
 
 /// A kernel operation of the agent that failed. `errno` decides behaviour (EEXIST: a route

@@ -415,6 +415,7 @@ fn policy() -> NodePolicy {
             pod_cidrs: vec![net("fd10:1::/64")],
             no_masquerade: vec![net("fd10:1::/64"), net("fd10:2::/64")],
         }),
+        pods_on: "pod0".into(),
     }
 }
 
@@ -522,6 +523,32 @@ fn pod_traffic_leaving_the_cluster_is_masqueraded_and_pod_to_pod_is_not() {
         peer_pod.recv_from(&mut buf).is_err(),
         "outside traffic was forwarded"
     );
+
+    // Nor is a packet from outside with a forged source in this node's pod range: only
+    // the pods' own interface is trusted for it (reverse-path filtering off, as on many
+    // nodes, so only our rule could let it through).
+    for conf in ["all", "default", "out0"] {
+        c.node.sh(
+            "sysctl",
+            &["-qw", &format!("net.ipv4.conf.{conf}.rp_filter=0")],
+        );
+    }
+    let lo = c.outside.nl.link_by_name("lo").unwrap().unwrap().index;
+    c.outside
+        .nl
+        .add_address_nodad(lo, net("10.10.1.77/32"))
+        .unwrap();
+    let peer_pod = c.node2.udp_listener("10.10.2.1:5305");
+    let before = policy_drops(&c.node, "iptables");
+    c.outside.send_udp_from("10.10.1.77:0", "10.10.2.1:5305");
+    wait_for("the FORWARD policy to drop a forged pod source", || {
+        policy_drops(&c.node, "iptables") > before
+    });
+    peer_pod.set_nonblocking(true).unwrap();
+    assert!(
+        peer_pod.recv_from(&mut buf).is_err(),
+        "a forged pod source from outside was forwarded"
+    );
 }
 
 /// Our lines of the namespace's ruleset: the `inet cni-rs` table and our FORWARD rules.
@@ -553,17 +580,23 @@ fn apply_replaces_the_whole_table_and_remove_leaves_nothing_of_ours() {
     );
     node.sh("ip6tables", &["-P", "FORWARD", "DROP"]);
     node.sh("nft", &["add table inet theirs; add chain inet theirs c { type nat hook postrouting priority 100; }"]);
+    // The first version's source rule (on any interface), as an earlier agent left it.
+    node.sh("nft", &["insert rule ip filter FORWARD ip saddr 10.10.1.0/24 counter accept comment \"cni-rs: pod traffic\""]);
     let k = node.node();
     let p = policy();
     assert!(!k.firewall_matches(&p).unwrap());
     k.apply_firewall(&p).unwrap();
     let first = our_ruleset(&node);
+    assert!(
+        !first.contains("comment \"cni-rs: pod traffic\""),
+        "the earlier version's rule is gone:\n{first}"
+    );
     k.apply_firewall(&p).unwrap();
     assert_eq!(our_ruleset(&node), first, "a second apply changes nothing");
     assert!(k.firewall_matches(&p).unwrap());
     for line in [
-        "ip daddr 10.10.1.0/24 counter packets 0 bytes 0 accept comment \"cni-rs: pod traffic\"",
-        "ip6 saddr fd10:1::/64 counter packets 0 bytes 0 accept comment \"cni-rs: pod traffic\"",
+        "ip daddr 10.10.1.0/24 counter packets 0 bytes 0 accept comment \"cni-rs: pod traffic v2\"",
+        "iifname \"pod0\" ip6 saddr fd10:1::/64 counter packets 0 bytes 0 accept comment \"cni-rs: pod traffic v2\"",
         "elements = { 10.10.1.0-10.10.2.255 }",
         "type nat hook postrouting priority srcnat; policy accept;",
         "ip saddr @pods4 ip daddr != @nomasq4 ip daddr != 224.0.0.0/4 fib daddr type != local masquerade fully-random comment \"cni-rs: masquerade v2\"",
@@ -572,7 +605,7 @@ fn apply_replaces_the_whole_table_and_remove_leaves_nothing_of_ours() {
         assert!(first.contains(line), "{line:?} in\n{first}");
     }
     assert_eq!(
-        first.matches("comment \"cni-rs: pod traffic\"").count(),
+        first.matches("comment \"cni-rs: pod traffic v2\"").count(),
         4,
         "{first}"
     );
@@ -684,6 +717,7 @@ fn five_thousand_routes_and_ranges_land_whole() {
             no_masquerade: cidrs.clone(),
         }),
         v6: None,
+        pods_on: "cni0".into(),
     };
     let started = Instant::now();
     k.apply_firewall(&policy).unwrap();

@@ -23,6 +23,7 @@ fn policy() -> NodePolicy {
             no_masquerade: vec!["10.244.0.0/16".parse().unwrap()],
         }),
         v6: None,
+        pods_on: "cni0".into(),
     }
 }
 
