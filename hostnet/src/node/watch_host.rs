@@ -1,0 +1,328 @@
+//! [`super::Watch`] on the real kernel: an rtnetlink socket in the route, link and
+//! neighbour multicast groups and a netfilter socket in `NFNLGRP_NFTABLES`, read on one
+//! thread that blocks in `poll` (no timer while nothing happens). A message is kept only if
+//! it touches our objects and was not sent by the agent's own sockets (their port ids:
+//! the kernel stamps a change's notification with its requester's). A burst (a firewall
+//! reload is hundreds of messages) is reported once, when the sockets stay quiet.
+
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{setsockopt, sockopt};
+use rtnetlink::sys::{Socket, SocketAddr, protocols};
+
+use super::firewall::TABLE;
+use super::watch::{Drift, Notify};
+use super::{ROUTE_PROTO, VXLAN_DEVICE};
+
+/// iptables-nft's table and chain that hold our accepts (`firewall.rs`).
+const IPTABLES_TABLE: &str = "filter";
+const IPTABLES_FORWARD: &str = "FORWARD";
+
+const RTNLGRP_LINK: u32 = 1;
+const RTNLGRP_NEIGH: u32 = 3;
+const RTNLGRP_IPV4_ROUTE: u32 = 7;
+const RTNLGRP_IPV6_ROUTE: u32 = 11;
+const NFNLGRP_NFTABLES: u32 = 7;
+
+const RTM_NEWLINK: u16 = 16;
+const RTM_DELLINK: u16 = 17;
+const RTM_NEWROUTE: u16 = 24;
+const RTM_DELROUTE: u16 = 25;
+const RTM_DELNEIGH: u16 = 29;
+const IFLA_IFNAME: u16 = 3;
+const IFF_UP: u32 = 1;
+const NFNL_SUBSYS_NFTABLES: u16 = 10;
+const NFT_MSG_NEWGEN: u16 = 15;
+const NFPROTO_INET: u8 = 1;
+const NFPROTO_IPV4: u8 = 2;
+const NFPROTO_IPV6: u8 = 10;
+/// The table's name is attribute 1 of every nf_tables object message (table, chain, rule,
+/// set, element list, object, flowtable).
+const NFTA_TABLE: u16 = 1;
+const NFTA_RULE_CHAIN: u16 = 2;
+const NFTA_CHAIN_NAME: u16 = 3;
+const NFT_MSG_NEWCHAIN: u16 = 3;
+const NFT_MSG_DELCHAIN: u16 = 5;
+const NFT_MSG_NEWRULE: u16 = 6;
+const NFT_MSG_DELRULE: u16 = 8;
+const NFT_MSG_DESTROYCHAIN: u16 = 27;
+const NFT_MSG_DESTROYRULE: u16 = 28;
+
+/// A burst ends after this long without a message of ours...
+const QUIET: Duration = Duration::from_millis(20);
+/// ...or at most this long after it began (a steady stream is still reported).
+const MAX_LINGER: Duration = Duration::from_millis(200);
+/// Room for a burst while the thread is descheduled (an overrun costs a full re-check).
+const RCVBUF: usize = 4 << 20;
+
+/// The agent's own sockets' port ids and our device's index, which decide what is ours.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Filter {
+    pub route_pid: Option<u32>,
+    pub nft_pid: Option<u32>,
+    pub vxlan_index: Option<u32>,
+}
+
+/// The sockets of a watch, made in the node's namespace.
+pub(super) struct Sockets {
+    route: Socket,
+    nft: Option<Socket>,
+}
+
+fn group_socket(protocol: isize, groups: &[u32]) -> std::io::Result<Socket> {
+    let mut sock = Socket::new(protocol)?;
+    sock.bind(&SocketAddr::new(0, 0))?;
+    for g in groups {
+        sock.add_membership(*g)?;
+    }
+    if setsockopt(&sock, sockopt::RcvBufForce, &RCVBUF).is_err() {
+        sock.set_rx_buf_sz(RCVBUF)?;
+    }
+    sock.set_non_blocking(true)?;
+    Ok(sock)
+}
+
+impl Sockets {
+    /// Both sockets in the calling thread's namespace; a kernel without nf_tables gets
+    /// the route socket only (its error is returned beside it, to be told).
+    pub fn open() -> std::io::Result<(Sockets, Option<std::io::Error>)> {
+        let route = group_socket(
+            protocols::NETLINK_ROUTE,
+            &[
+                RTNLGRP_LINK,
+                RTNLGRP_NEIGH,
+                RTNLGRP_IPV4_ROUTE,
+                RTNLGRP_IPV6_ROUTE,
+            ],
+        )?;
+        let (nft, err) = match group_socket(protocols::NETLINK_NETFILTER, &[NFNLGRP_NFTABLES]) {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e)),
+        };
+        Ok((Sockets { route, nft }, err))
+    }
+}
+
+/// Reads `sockets` until `stop` is readable (or closed), calling `notify` after each burst.
+pub(super) fn run(sockets: Sockets, stop: UnixStream, mut filter: Filter, notify: Notify) {
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut pending = Drift::default();
+    // A burst: when its first and its latest message of ours came.
+    let mut burst: Option<(Instant, Instant)> = None;
+    let due = |(first, last): (Instant, Instant)| (last + QUIET).min(first + MAX_LINGER);
+    loop {
+        let timeout = match burst {
+            None => PollTimeout::NONE,
+            Some(b) => {
+                let left = due(b).saturating_duration_since(Instant::now());
+                PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO)
+            }
+        };
+        let mut fds = vec![
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sockets.route.as_fd(), PollFlags::POLLIN),
+        ];
+        if let Some(nft) = &sockets.nft {
+            fds.push(PollFd::new(nft.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            // Cannot wait any more: everything once, and the end (the periodic re-check
+            // stays).
+            Err(_) => {
+                notify(Drift::ALL);
+                return;
+            }
+        }
+        let readable = |i: usize| {
+            fds.get(i)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
+        if readable(0) {
+            let _ = (&stop).read(&mut [0u8; 1]);
+            return;
+        }
+        let (route_ready, nft_ready) = (readable(1), readable(2));
+        drop(fds);
+        let mut found = Drift::default();
+        if route_ready {
+            found = found.union(drain(&sockets.route, &mut buf, |d| {
+                route_drift(d, &mut filter)
+            }));
+        }
+        if let (true, Some(nft)) = (nft_ready, &sockets.nft) {
+            found = found.union(drain(nft, &mut buf, |d| nft_drift(d, &filter)));
+        }
+        let now = Instant::now();
+        if !found.is_empty() {
+            pending = pending.union(found);
+            burst = Some(burst.map_or((now, now), |(first, _)| (first, now)));
+        }
+        if burst.is_some_and(|b| now >= due(b)) {
+            burst = None;
+            notify(std::mem::take(&mut pending));
+        }
+    }
+}
+
+/// Every datagram waiting on `sock`, each classified by `classify`; an overrun is
+/// [`Drift::ALL`].
+fn drain(sock: &Socket, buf: &mut Vec<u8>, mut classify: impl FnMut(&[u8]) -> Drift) -> Drift {
+    let mut found = Drift::default();
+    loop {
+        buf.clear();
+        match sock.recv(buf, nix::libc::MSG_TRUNC) {
+            Ok(n) if n > buf.capacity() => {
+                // Cut off: what it was cannot be told, so it may have been ours.
+                found = found.union(classify(buf)).union(Drift::ALL);
+            }
+            Ok(_) => found = found.union(classify(buf)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return found,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // ENOBUFS: the kernel dropped notifications; the socket goes on after.
+            Err(_) => found = Drift::ALL,
+        }
+    }
+}
+
+/// The netlink messages of a datagram: (type, sender port id, body).
+fn messages(datagram: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+    let mut rest = datagram;
+    std::iter::from_fn(move || {
+        if rest.len() < 16 {
+            return None;
+        }
+        let len = u32::from_ne_bytes(rest[0..4].try_into().ok()?) as usize;
+        if len < 16 || len > rest.len() {
+            return None;
+        }
+        let ty = u16::from_ne_bytes([rest[4], rest[5]]);
+        let pid = u32::from_ne_bytes(rest[12..16].try_into().ok()?);
+        let body = &rest[16..len];
+        rest = &rest[((len + 3) & !3).min(rest.len())..];
+        Some((ty, pid, body))
+    })
+}
+
+/// The attributes after a fixed header of `fixed` bytes: (type, payload).
+fn attrs(body: &[u8], fixed: usize) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut rest = body.get(fixed..).unwrap_or_default();
+    std::iter::from_fn(move || {
+        if rest.len() < 4 {
+            return None;
+        }
+        let len = u16::from_ne_bytes([rest[0], rest[1]]) as usize;
+        // The nested and byte-order flags are not part of the type.
+        let ty = u16::from_ne_bytes([rest[2], rest[3]]) & 0x3fff;
+        if len < 4 || len > rest.len() {
+            return None;
+        }
+        let payload = &rest[4..len];
+        rest = &rest[((len + 3) & !3).min(rest.len())..];
+        Some((ty, payload))
+    })
+}
+
+/// A string attribute without its trailing NULs.
+fn name(payload: &[u8]) -> &[u8] {
+    let end = payload
+        .iter()
+        .position(|b| *b == 0)
+        .unwrap_or(payload.len());
+    &payload[..end]
+}
+
+fn u32_at(body: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(body.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// What an rtnetlink datagram says of our objects; learns our device's index on the way.
+pub(super) fn route_drift(datagram: &[u8], filter: &mut Filter) -> Drift {
+    let mut d = Drift::default();
+    for (ty, pid, body) in messages(datagram) {
+        match ty {
+            // rtmsg: family, dst_len, src_len, tos, table, protocol, ...
+            RTM_NEWROUTE | RTM_DELROUTE
+                if Some(pid) != filter.route_pid && body.get(5) == Some(&ROUTE_PROTO) =>
+            {
+                d.routes = true;
+                d.overlay = true;
+            }
+            // ifinfomsg: family, pad, type (u16), index, flags, change.
+            RTM_NEWLINK | RTM_DELLINK => {
+                let (Some(index), Some(flags)) = (u32_at(body, 4), u32_at(body, 8)) else {
+                    continue;
+                };
+                let ours = attrs(body, 16)
+                    .any(|(t, p)| t == IFLA_IFNAME && name(p) == VXLAN_DEVICE.as_bytes());
+                let was_ours = filter.vxlan_index == Some(index);
+                if ours && ty == RTM_NEWLINK {
+                    filter.vxlan_index = Some(index);
+                } else if was_ours {
+                    // Deleted, or renamed away.
+                    filter.vxlan_index = None;
+                }
+                let down = ty == RTM_DELLINK || flags & IFF_UP == 0;
+                if (ours || was_ours) && (down || !ours) {
+                    d.overlay = true;
+                }
+            }
+            // ndmsg: family, pads, ifindex, state, flags, type. An FDB entry (family
+            // AF_BRIDGE) or a neighbour entry of our device went.
+            RTM_DELNEIGH
+                if Some(pid) != filter.route_pid
+                    && filter.vxlan_index.is_some()
+                    && u32_at(body, 4) == filter.vxlan_index =>
+            {
+                d.overlay = true;
+            }
+            _ => {}
+        }
+    }
+    d
+}
+
+/// What a netfilter datagram says of our table or an iptables-nft `filter FORWARD` chain
+/// (where our accepts are).
+pub(super) fn nft_drift(datagram: &[u8], filter: &Filter) -> Drift {
+    let mut d = Drift::default();
+    for (ty, pid, body) in messages(datagram) {
+        let (subsys, msg) = (ty >> 8, ty & 0xff);
+        if subsys != NFNL_SUBSYS_NFTABLES || msg == NFT_MSG_NEWGEN {
+            continue;
+        }
+        if Some(pid) == filter.nft_pid {
+            continue;
+        }
+        // nfgenmsg: family, version, res_id.
+        let Some(&family) = body.first() else {
+            continue;
+        };
+        let mut table: &[u8] = &[];
+        let mut chain: &[u8] = &[];
+        for (t, p) in attrs(body, 4) {
+            match (msg, t) {
+                (_, NFTA_TABLE) => table = name(p),
+                (NFT_MSG_NEWRULE | NFT_MSG_DELRULE | NFT_MSG_DESTROYRULE, NFTA_RULE_CHAIN)
+                | (NFT_MSG_NEWCHAIN | NFT_MSG_DELCHAIN | NFT_MSG_DESTROYCHAIN, NFTA_CHAIN_NAME) => {
+                    chain = name(p)
+                }
+                _ => {}
+            }
+        }
+        let ours = family == NFPROTO_INET && table == TABLE.as_bytes();
+        // The table itself (deleted, flushed) or its FORWARD chain, or a rule in that chain.
+        let forward = matches!(family, NFPROTO_IPV4 | NFPROTO_IPV6)
+            && table == IPTABLES_TABLE.as_bytes()
+            && (chain.is_empty() || chain == IPTABLES_FORWARD.as_bytes());
+        if ours || forward {
+            d.firewall = true;
+        }
+    }
+    d
+}
