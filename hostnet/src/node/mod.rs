@@ -194,3 +194,5 @@ pub trait NodeNet {
 mod overlay_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watch_tests;
