@@ -172,11 +172,20 @@ pub(super) fn run(sockets: Sockets, stop: UnixStream, mut filter: Filter, notify
 
 /// Every datagram waiting on `sock`, each classified by `classify`; an overrun is
 /// [`Drift::ALL`].
-fn drain(sock: &Socket, buf: &mut Vec<u8>, mut classify: impl FnMut(&[u8]) -> Drift) -> Drift {
+fn drain(sock: &Socket, buf: &mut Vec<u8>, classify: impl FnMut(&[u8]) -> Drift) -> Drift {
+    drain_with(|b| sock.recv(b, nix::libc::MSG_TRUNC), buf, classify)
+}
+
+/// [`drain`] over `recv` (a datagram into the buffer: its full length, or an error).
+fn drain_with(
+    mut recv: impl FnMut(&mut Vec<u8>) -> std::io::Result<usize>,
+    buf: &mut Vec<u8>,
+    mut classify: impl FnMut(&[u8]) -> Drift,
+) -> Drift {
     let mut found = Drift::default();
     loop {
         buf.clear();
-        match sock.recv(buf, nix::libc::MSG_TRUNC) {
+        match recv(buf) {
             Ok(n) if n > buf.capacity() => {
                 // Cut off: what it was cannot be told, so it may have been ours.
                 found = found.union(classify(buf)).union(Drift::ALL);
@@ -325,4 +334,226 @@ pub(super) fn nft_drift(datagram: &[u8], filter: &Filter) -> Drift {
         }
     }
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RTM_NEWNEIGH: u16 = 28;
+    const OURS: u32 = 4242;
+
+    fn msg(ty: u16, pid: u32, body: &[u8]) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&u32::try_from(16 + body.len()).unwrap().to_ne_bytes());
+        m.extend_from_slice(&ty.to_ne_bytes());
+        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&1u32.to_ne_bytes());
+        m.extend_from_slice(&pid.to_ne_bytes());
+        m.extend_from_slice(body);
+        while m.len() % 4 != 0 {
+            m.push(0);
+        }
+        m
+    }
+
+    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
+        let mut a = Vec::new();
+        a.extend_from_slice(&u16::try_from(4 + payload.len()).unwrap().to_ne_bytes());
+        a.extend_from_slice(&ty.to_ne_bytes());
+        a.extend_from_slice(payload);
+        while a.len() % 4 != 0 {
+            a.push(0);
+        }
+        a
+    }
+
+    fn route(ty: u16, pid: u32, proto: u8) -> Vec<u8> {
+        msg(ty, pid, &[2, 24, 0, 0, 254, proto, 0, 1, 0, 0, 0, 0])
+    }
+
+    fn link(ty: u16, index: u32, flags: u32, name: &str) -> Vec<u8> {
+        let mut body = vec![0, 0, 1, 0];
+        body.extend_from_slice(&index.to_ne_bytes());
+        body.extend_from_slice(&flags.to_ne_bytes());
+        body.extend_from_slice(&0u32.to_ne_bytes());
+        body.extend(attr(IFLA_IFNAME, format!("{name}\0").as_bytes()));
+        msg(ty, 0, &body)
+    }
+
+    fn neigh(ty: u16, pid: u32, index: u32) -> Vec<u8> {
+        let mut body = vec![7, 0, 0, 0];
+        body.extend_from_slice(&index.to_ne_bytes());
+        body.extend_from_slice(&[0x80, 0, 0, 0]);
+        msg(ty, pid, &body)
+    }
+
+    fn nft(kind: u16, pid: u32, family: u8, table: &str, chain: Option<&str>) -> Vec<u8> {
+        let mut body = vec![family, 0, 0, 0];
+        body.extend(attr(NFTA_TABLE, format!("{table}\0").as_bytes()));
+        if let Some(c) = chain {
+            let at = if kind == NFT_MSG_DELRULE || kind == NFT_MSG_NEWRULE {
+                NFTA_RULE_CHAIN
+            } else {
+                NFTA_CHAIN_NAME
+            };
+            body.extend(attr(at, format!("{c}\0").as_bytes()));
+        }
+        msg((NFNL_SUBSYS_NFTABLES << 8) | kind, pid, &body)
+    }
+
+    const ROUTES: Drift = Drift {
+        routes: true,
+        overlay: true,
+        firewall: false,
+        lost: false,
+    };
+    const OVERLAY: Drift = Drift {
+        routes: false,
+        overlay: true,
+        firewall: false,
+        lost: false,
+    };
+    const FIREWALL: Drift = Drift {
+        routes: false,
+        overlay: false,
+        firewall: true,
+        lost: false,
+    };
+
+    fn filter() -> Filter {
+        Filter {
+            route_pid: Some(OURS),
+            nft_pid: Some(OURS),
+            vxlan_index: None,
+        }
+    }
+
+    #[test]
+    fn only_someone_elses_changes_to_our_routes_count() {
+        let mut f = filter();
+        let none = Drift::default();
+        assert_eq!(
+            route_drift(&route(RTM_DELROUTE, 99, ROUTE_PROTO), &mut f),
+            ROUTES
+        );
+        assert_eq!(
+            route_drift(&route(RTM_NEWROUTE, 0, ROUTE_PROTO), &mut f),
+            ROUTES
+        );
+        // Our own (the kernel's echo) and someone else's routes of another protocol.
+        assert_eq!(
+            route_drift(&route(RTM_DELROUTE, OURS, ROUTE_PROTO), &mut f),
+            none
+        );
+        assert_eq!(route_drift(&route(RTM_DELROUTE, 99, 4), &mut f), none);
+        // Several messages in one datagram.
+        let mut two = route(RTM_DELROUTE, 99, 4);
+        two.extend(route(RTM_DELROUTE, 99, ROUTE_PROTO));
+        assert_eq!(route_drift(&two, &mut f), ROUTES);
+        // Garbage is no message.
+        assert_eq!(route_drift(&[1, 2, 3], &mut f), none);
+    }
+
+    #[test]
+    fn our_device_is_followed_by_name_and_its_entries_by_index() {
+        let mut f = filter();
+        let none = Drift::default();
+        // Made (down first, then up): its index is learnt.
+        assert_eq!(
+            route_drift(&link(RTM_NEWLINK, 9, 0, VXLAN_DEVICE), &mut f),
+            OVERLAY
+        );
+        assert_eq!(
+            route_drift(&link(RTM_NEWLINK, 9, IFF_UP, VXLAN_DEVICE), &mut f),
+            none
+        );
+        assert_eq!(f.vxlan_index, Some(9));
+        // Other links, a pod's veth coming and going, do not count.
+        assert_eq!(route_drift(&link(RTM_NEWLINK, 5, 0, "veth1"), &mut f), none);
+        assert_eq!(route_drift(&link(RTM_DELLINK, 5, 0, "veth1"), &mut f), none);
+        // Its entries deleted by someone else; not ours, not added, not other links'.
+        assert_eq!(route_drift(&neigh(RTM_DELNEIGH, 99, 9), &mut f), OVERLAY);
+        assert_eq!(route_drift(&neigh(RTM_DELNEIGH, OURS, 9), &mut f), none);
+        assert_eq!(route_drift(&neigh(RTM_NEWNEIGH, 99, 9), &mut f), none);
+        assert_eq!(route_drift(&neigh(RTM_DELNEIGH, 99, 5), &mut f), none);
+        // Renamed away, then deleted: told, and forgotten.
+        assert_eq!(
+            route_drift(&link(RTM_NEWLINK, 9, IFF_UP, "other"), &mut f),
+            OVERLAY
+        );
+        assert_eq!(f.vxlan_index, None);
+        assert_eq!(route_drift(&neigh(RTM_DELNEIGH, 99, 9), &mut f), none);
+        route_drift(&link(RTM_NEWLINK, 11, IFF_UP, VXLAN_DEVICE), &mut f);
+        assert_eq!(
+            route_drift(&link(RTM_DELLINK, 11, IFF_UP, VXLAN_DEVICE), &mut f),
+            OVERLAY
+        );
+        assert_eq!(f.vxlan_index, None);
+    }
+
+    #[test]
+    fn our_table_and_iptables_forward_count_and_nothing_else() {
+        let f = filter();
+        let none = Drift::default();
+        let inet = NFPROTO_INET;
+        assert_eq!(nft_drift(&nft(2, 99, inet, TABLE, None), &f), FIREWALL);
+        assert_eq!(
+            nft_drift(
+                &nft(NFT_MSG_DELRULE, 99, inet, TABLE, Some("postrouting")),
+                &f
+            ),
+            FIREWALL
+        );
+        // Our own batch's echo, and the generation message every batch ends with.
+        assert_eq!(nft_drift(&nft(2, OURS, inet, TABLE, None), &f), none);
+        assert_eq!(
+            nft_drift(&nft(NFT_MSG_NEWGEN, 99, inet, TABLE, None), &f),
+            none
+        );
+        // Someone else's table, or a table of that name in another family.
+        assert_eq!(nft_drift(&nft(2, 99, inet, "firewalld", None), &f), none);
+        assert_eq!(nft_drift(&nft(2, 99, NFPROTO_IPV4, TABLE, None), &f), none);
+        // iptables-nft's FORWARD (flushed, its chain or table gone), not its other chains.
+        for family in [NFPROTO_IPV4, NFPROTO_IPV6] {
+            let rule = nft(NFT_MSG_DELRULE, 99, family, "filter", Some("FORWARD"));
+            assert_eq!(nft_drift(&rule, &f), FIREWALL);
+            let chain = nft(NFT_MSG_DELCHAIN, 99, family, "filter", Some("FORWARD"));
+            assert_eq!(nft_drift(&chain, &f), FIREWALL);
+            assert_eq!(nft_drift(&nft(2, 99, family, "filter", None), &f), FIREWALL);
+            let kube = nft(NFT_MSG_NEWRULE, 99, family, "filter", Some("KUBE-SERVICES"));
+            assert_eq!(nft_drift(&kube, &f), none);
+            let nat = nft(NFT_MSG_DELRULE, 99, family, "nat", Some("FORWARD"));
+            assert_eq!(nft_drift(&nat, &f), none);
+        }
+    }
+
+    #[test]
+    fn an_overrun_or_a_cut_off_datagram_is_everything() {
+        let mut answers = vec![
+            Err(std::io::Error::from_raw_os_error(nix::libc::ENOBUFS)),
+            Ok(route(RTM_DELROUTE, 99, 4)),
+        ];
+        let mut buf = Vec::with_capacity(64);
+        let recv = |b: &mut Vec<u8>| match answers.pop() {
+            None => Err(std::io::ErrorKind::WouldBlock.into()),
+            Some(Ok(m)) => {
+                b.extend_from_slice(&m);
+                Ok(m.len())
+            }
+            Some(Err(e)) => Err(e),
+        };
+        let mut f = filter();
+        assert_eq!(
+            drain_with(recv, &mut buf, |d| route_drift(d, &mut f)),
+            Drift::ALL
+        );
+        let mut buf = Vec::with_capacity(8);
+        let mut once = Some(());
+        let cut = |_: &mut Vec<u8>| match once.take() {
+            Some(()) => Ok(100),
+            None => Err(std::io::ErrorKind::WouldBlock.into()),
+        };
+        assert_eq!(drain_with(cut, &mut buf, |_| Drift::default()), Drift::ALL);
+    }
 }
