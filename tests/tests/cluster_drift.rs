@@ -2,7 +2,8 @@
 //! network namespace runs the agent with a re-check interval of an hour, so only a
 //! notification can repair anything here. Someone else deletes a route of ours (as
 //! NetworkManager or systemd-networkd do with "foreign" routes), our `inet cni-rs` table (a
-//! firewall reload), the iptables-nft FORWARD accepts (`iptables -F`) and our VXLAN device:
+//! firewall reload), the iptables-nft FORWARD accepts (`iptables -F`) and our VXLAN device,
+//! or bounces the uplink (which drops IPv4 routes without a notification of their own):
 //! each is back within a second, and the agent is quiet after (its own repairs start no
 //! loop).
 #[path = "cluster_support/mod.rs"]
@@ -114,10 +115,17 @@ fn a_route_the_table_or_the_device_deleted_by_someone_else_is_back_within_a_seco
     let c = Cluster::segments("cld", &[0, 0, 1]);
     let (_api, access) = api_in(&c.ext, &c.nodes);
     let node = &c.nodes[0];
+    // Its IPv6 addresses survive the uplink's bounce below (as with NetworkManager).
+    node.ns
+        .exec_in(&["sysctl", "-qw", "net.ipv6.conf.eth0.keep_addr_on_down=1"]);
     // iptables' FORWARD chain exists (as on a node with Docker): our accepts go there.
     node.ns.exec_in(&["iptables", "-P", "FORWARD", "DROP"]);
     // An hour: the periodic re-check cannot be what repairs anything below.
-    let agent = Agent::start(node, &access, &["--interval", "3600"]);
+    // No pods here: a small stand-in for the binaries (each pass compares what it installed
+    // with them, 200 MB for the debug builds of the plugins).
+    let agent = Agent::start_with_sources(node, &access, &["--interval", "3600"], |src| {
+        std::fs::write(src.join("bridge"), b"#!/bin/sh\n").unwrap();
+    });
     let want_routes = 4; // node 2's ranges direct, node 3's through the device
     wait_for(
         "node-1 ready with its routes, table and device",
@@ -171,6 +179,15 @@ fn a_route_the_table_or_the_device_deleted_by_someone_else_is_back_within_a_seco
     back_within(
         "the device and its routes",
         || device_up(node) && node.routes("0xcb") == routes,
+        detail,
+    );
+    // The uplink set down and up again (the kernel drops its IPv4 routes, ours too, and
+    // tells no route deletion): back once it is up.
+    node.ns.exec_in(&["ip", "link", "set", "eth0", "down"]);
+    node.ns.exec_in(&["ip", "link", "set", "eth0", "up"]);
+    back_within(
+        "the routes after the uplink's bounce",
+        || node.routes("0xcb") == routes,
         detail,
     );
     quiet(node, &agent);

@@ -389,18 +389,23 @@ impl NodeNet for HostNodeNet {
             Some(_) => None,
             None => self.with_nft(op, |nf| Ok(nf.port_id())).ok().flatten(),
         };
-        // After subscribing: a device made meanwhile is told by its notification. (Also
+        // After subscribing: a link changed meanwhile is told by its notification. (Also
         // the request that binds our route socket, if nothing did yet: its port id is
         // the kernel's to give at the first send.)
-        let vxlan_index = self
-            .routes
-            .link_by_name(VXLAN_DEVICE)
-            .map_err(from_netlink(op))?
-            .map(|l| l.index);
+        let links = self.routes.links().map_err(from_netlink(op))?;
         let filter = Filter {
             route_pid: self.routes.port_id().filter(|p| *p != 0),
             nft_pid,
-            vxlan_index,
+            vxlan_index: links
+                .iter()
+                .find(|l| l.name == VXLAN_DEVICE)
+                .map(|l| l.index),
+            up: links
+                .iter()
+                .filter(|l| l.admin_up && l.master.is_none())
+                .map(|l| l.index)
+                .collect(),
+            downed: Default::default(),
         };
         let (stop, stopped) = std::os::unix::net::UnixStream::pair().map_err(io)?;
         let thread = std::thread::Builder::new()

@@ -5,6 +5,7 @@
 //! the kernel stamps a change's notification with its requester's). A burst (a firewall
 //! reload is hundreds of messages) is reported once, when the sockets stay quiet.
 
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -34,6 +35,7 @@ const RTM_NEWROUTE: u16 = 24;
 const RTM_DELROUTE: u16 = 25;
 const RTM_DELNEIGH: u16 = 29;
 const IFLA_IFNAME: u16 = 3;
+const IFLA_MASTER: u16 = 10;
 const IFF_UP: u32 = 1;
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFT_MSG_NEWGEN: u16 = 15;
@@ -59,12 +61,19 @@ const MAX_LINGER: Duration = Duration::from_millis(200);
 /// Room for a burst while the thread is descheduled (an overrun costs a full re-check).
 const RCVBUF: usize = 4 << 20;
 
-/// The agent's own sockets' port ids and our device's index, which decide what is ours.
-#[derive(Debug, Default, Clone, Copy)]
+/// The agent's own sockets' port ids, our device's index and the links that are up, which
+/// decide what is ours.
+#[derive(Debug, Default, Clone)]
 pub(super) struct Filter {
     pub route_pid: Option<u32>,
     pub nft_pid: Option<u32>,
     pub vxlan_index: Option<u32>,
+    /// Links administratively up that are no port of a bridge (or bond): one set down, or
+    /// deleted (which sets it down first), loses its IPv4 routes, ours too, and the kernel
+    /// tells no route deletion for them. (A pod's veth, a bridge port, carries no route.)
+    pub up: BTreeSet<u32>,
+    /// Links set down while watched: up again, ours can be added back.
+    pub downed: BTreeSet<u32>,
 }
 
 /// The sockets of a watch, made in the node's namespace.
@@ -269,7 +278,12 @@ pub(super) fn route_drift(datagram: &[u8], filter: &mut Filter) -> Drift {
                 };
                 let ours = attrs(body, 16)
                     .any(|(t, p)| t == IFLA_IFNAME && name(p) == VXLAN_DEVICE.as_bytes());
+                let port = attrs(body, 16).any(|(t, _)| t == IFLA_MASTER);
                 let was_ours = filter.vxlan_index == Some(index);
+                if link_changed(filter, ty, index, flags, port) {
+                    d.routes = true;
+                    d.overlay = true;
+                }
                 if ours && ty == RTM_NEWLINK {
                     filter.vxlan_index = Some(index);
                 } else if was_ours {
@@ -294,6 +308,27 @@ pub(super) fn route_drift(datagram: &[u8], filter: &mut Filter) -> Drift {
         }
     }
     d
+}
+
+/// Follows a link's state; true when it was set down (deleting it does that first) or up
+/// again after: its IPv4 routes went with it, and can be added back. A port of a bridge
+/// is not followed.
+fn link_changed(filter: &mut Filter, ty: u16, index: u32, flags: u32, port: bool) -> bool {
+    if port || ty == RTM_DELLINK {
+        filter.up.remove(&index);
+        filter.downed.remove(&index);
+        return false;
+    }
+    if flags & IFF_UP == 0 {
+        let downed = filter.up.remove(&index);
+        if downed {
+            filter.downed.insert(index);
+        }
+        downed
+    } else {
+        filter.up.insert(index);
+        filter.downed.remove(&index)
+    }
 }
 
 /// What a netfilter datagram says of our table or an iptables-nft `filter FORWARD` chain
@@ -381,6 +416,15 @@ mod tests {
         msg(ty, 0, &body)
     }
 
+    /// A link that is a port of bridge 4 (a pod's veth on `cni0`).
+    fn port(ty: u16, index: u32, flags: u32, name: &str) -> Vec<u8> {
+        let mut m = link(ty, index, flags, name);
+        m.extend(attr(IFLA_MASTER, &4u32.to_ne_bytes()));
+        let len = u32::try_from(m.len()).unwrap();
+        m[..4].copy_from_slice(&len.to_ne_bytes());
+        m
+    }
+
     fn neigh(ty: u16, pid: u32, index: u32) -> Vec<u8> {
         let mut body = vec![7, 0, 0, 0];
         body.extend_from_slice(&index.to_ne_bytes());
@@ -426,6 +470,8 @@ mod tests {
             route_pid: Some(OURS),
             nft_pid: Some(OURS),
             vxlan_index: None,
+            up: BTreeSet::from([2]),
+            downed: BTreeSet::new(),
         }
     }
 
@@ -490,6 +536,50 @@ mod tests {
             OVERLAY
         );
         assert_eq!(f.vxlan_index, None);
+    }
+
+    #[test]
+    fn a_link_set_down_may_have_taken_our_routes_with_it() {
+        let mut f = filter();
+        let none = Drift::default();
+        // The uplink (up when the watch began) changes but stays up: nothing.
+        assert_eq!(
+            route_drift(&link(RTM_NEWLINK, 2, IFF_UP, "eth0"), &mut f),
+            none
+        );
+        // Set down: its IPv4 routes went without a word from the kernel.
+        assert_eq!(
+            route_drift(&link(RTM_NEWLINK, 2, 0, "eth0"), &mut f),
+            ROUTES
+        );
+        assert_eq!(route_drift(&link(RTM_NEWLINK, 2, 0, "eth0"), &mut f), none);
+        // Up again: now ours can be added back.
+        assert_eq!(
+            route_drift(&link(RTM_NEWLINK, 2, IFF_UP, "eth0"), &mut f),
+            ROUTES
+        );
+        assert_eq!(
+            route_drift(&link(RTM_NEWLINK, 2, IFF_UP, "eth0"), &mut f),
+            none
+        );
+        // A pod's veth: made down, set up, made a port, deleted (down first). Nothing.
+        for m in [
+            link(RTM_NEWLINK, 30, 0, "veth30"),
+            link(RTM_NEWLINK, 30, IFF_UP, "veth30"),
+            port(RTM_NEWLINK, 30, IFF_UP, "veth30"),
+            port(RTM_NEWLINK, 30, 0, "veth30"),
+            link(RTM_DELLINK, 30, 0, "veth30"),
+        ] {
+            assert_eq!(route_drift(&m, &mut f), none);
+        }
+        // A link of the node's network deleted (set down first): ours through it went.
+        route_drift(&link(RTM_NEWLINK, 40, IFF_UP, "eth1"), &mut f);
+        assert_eq!(
+            route_drift(&link(RTM_NEWLINK, 40, 0, "eth1"), &mut f),
+            ROUTES
+        );
+        assert_eq!(route_drift(&link(RTM_DELLINK, 40, 0, "eth1"), &mut f), none);
+        assert!(f.downed.is_empty() && !f.up.contains(&40));
     }
 
     #[test]

@@ -157,12 +157,18 @@ fn someone_elses_changes_to_our_objects_are_told_and_our_own_are_not() {
         ],
     );
     assert_eq!(told(&rx), OVERLAY);
-    // The device deleted, or set down.
+    // The device deleted, or set down: the routes through it went too.
     node.sh("ip", &["link", "del", VXLAN_DEVICE]);
-    assert_eq!(told(&rx), OVERLAY);
+    assert_eq!(told(&rx), ROUTES);
     add_device();
     node.sh("ip", &["link", "set", VXLAN_DEVICE, "down"]);
-    assert_eq!(told(&rx), OVERLAY);
+    assert_eq!(told(&rx), ROUTES);
+    // The uplink set down (our IPv4 routes through it go without a word from the kernel)
+    // and up again (they can be added back).
+    node.sh("ip", &["link", "set", "lan0", "down"]);
+    assert_eq!(told(&rx), ROUTES);
+    node.sh("ip", &["link", "set", "lan0", "up"]);
+    assert_eq!(told(&rx), ROUTES);
 
     // Dropped: the thread ends (and with it the sender it held).
     drop(watch);

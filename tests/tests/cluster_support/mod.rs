@@ -496,12 +496,24 @@ impl Agent {
     /// Starts the agent for `node` with the test's dirs; `extra` are more flags (an
     /// `--interval` there replaces the default 1 s).
     pub fn start(node: &Node, api: &ApiAccess, extra: &[&str]) -> Agent {
+        Agent::start_with_sources(node, api, extra, |source| {
+            for plugin in ["bridge", "host-local", "loopback", "portmap"] {
+                std::fs::copy(bin_path(plugin), source.join(plugin)).unwrap();
+            }
+        })
+    }
+
+    /// [`Agent::start`] with the source dir (the binaries it installs) filled by `fill`.
+    pub fn start_with_sources(
+        node: &Node,
+        api: &ApiAccess,
+        extra: &[&str],
+        fill: impl FnOnce(&std::path::Path),
+    ) -> Agent {
         let dir = TempDir::new(&format!("{}-agent", node.name));
         let source = dir.join("source");
         std::fs::create_dir_all(&source).unwrap();
-        for plugin in ["bridge", "host-local", "loopback", "portmap"] {
-            std::fs::copy(bin_path(plugin), source.join(plugin)).unwrap();
-        }
+        fill(&source);
         std::fs::write(dir.join("token"), &api.token).unwrap();
         std::fs::write(dir.join("ca.crt"), &api.ca_pem).unwrap();
         let path = |p: &str| dir.join(p).to_str().unwrap().to_string();
