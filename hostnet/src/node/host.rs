@@ -11,7 +11,8 @@ use sysproc::netns::{Netns, NetnsError};
 use super::firewall;
 use super::forwarding;
 use super::overlay_host;
-use super::watch_host::{self, Filter, Sockets};
+use super::watch_filter::Filter;
+use super::watch_host::{self, Sockets};
 use super::{
     NodeNet, NodeNetError, NodePolicy, Notify, OverlayPeer, PodRoute, ROUTE_PROTO, VXLAN_DEVICE,
     VxlanSpec, Watch, mtu,

@@ -17,6 +17,7 @@ mod mtu;
 mod overlay;
 mod overlay_host;
 mod watch;
+mod watch_filter;
 mod watch_host;
 
 pub use host::HostNodeNet;
