@@ -299,6 +299,27 @@ mod tests {
     }
 
     #[test]
+    fn kernel_changes_wake_the_loop_and_coalesce() {
+        let shared = Shared::default();
+        shared.replace(vec![node("a", "10.0.1.0/24")]);
+        let _ = shared.wait(Duration::ZERO);
+        let routes = Drift {
+            routes: true,
+            ..Drift::default()
+        };
+        let firewall = Drift {
+            firewall: true,
+            ..Drift::default()
+        };
+        shared.kernel_changed(routes);
+        shared.kernel_changed(firewall);
+        assert!(matches!(shared.wait(Duration::ZERO), Wake::Changed(Some(n)) if n.len() == 1));
+        assert_eq!(shared.take_drift(), routes.union(firewall));
+        assert!(shared.take_drift().is_empty());
+        assert!(matches!(shared.wait(Duration::ZERO), Wake::Idle));
+    }
+
+    #[test]
     fn a_stop_wins_over_changes() {
         let shared = Shared::default();
         shared.replace(vec![]);
