@@ -1,8 +1,11 @@
 //! The node agent's loop: the watch thread keeps the Node cache and marks it dirty; this
 //! loop reconciles one snapshot at a time, and runs again right after if anything arrived
 //! meanwhile (a flood of events coalesces; an event on an idle agent is reconciled at
-//! once). With nothing arriving it re-checks this node's own state every --interval
-//! (files, routes and rules changed by someone else), without asking the API server.
+//! once). The kernel's own change notifications wake it too (a route of ours deleted by
+//! NetworkManager, our table flushed by a firewall reload, our device deleted): the next
+//! pass reads what changed again and repairs it. With nothing arriving it re-checks this
+//! node's own state every --interval (files, routes and rules changed by someone else,
+//! also what no notification tells), without asking the API server.
 
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -11,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hostnet::node::{NodeNet, VxlanSpec, overlay_address};
+use hostnet::node::{NodeNet, VxlanSpec, Watch, overlay_address};
 use ipnetwork::IpNetwork;
 
 use crate::api::Client;
@@ -23,14 +26,17 @@ use crate::nodes::NodeInfo;
 use crate::reconcile::{self, Applied, Overlay};
 use crate::run::{Installer, RunError, show};
 use crate::watcher::{self, Shared, Wake};
-use crate::{host_mtu, leases, log};
+use crate::{leases, log};
 
 /// A failed reconcile is retried after 1 s doubling up to this (or sooner on an event).
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
 struct Agent<'a> {
     installer: &'a Installer<'a>,
+    /// The kernel the agent changes (None with --files-only).
     net: Option<&'a dyn NodeNet>,
+    /// The kernel the agent reads MTUs from (also with --files-only).
+    host: Option<&'a dyn NodeNet>,
     files_only: bool,
     metrics: &'a Metrics,
     options: Options,
@@ -85,8 +91,8 @@ impl Hasher for Fnv {
 }
 
 /// Runs the agent until `shared` is asked to stop: the watch thread, the health server and
-/// the reconcile loop. `net`: the kernel (None: `--files-only`, or it could not be opened:
-/// then never ready).
+/// the reconcile loop. `net`: the kernel (None: it could not be opened: then never ready,
+/// unless `--files-only`, which only reads MTUs from it).
 pub fn run(
     args: &Args,
     installer: &Installer,
@@ -120,7 +126,8 @@ pub fn run(
     free_stale_leases(args);
     let mut agent = Agent {
         installer,
-        net,
+        net: net.filter(|_| !args.files_only),
+        host: net,
         files_only: args.files_only,
         metrics: &metrics,
         options: Options {
@@ -144,6 +151,8 @@ pub fn run(
         retry: Backoff::new(MAX_RETRY),
         retry_at: None,
     };
+    // Ended (its thread joined) when the loop returns.
+    let _watch = agent.net.and_then(|net| watch_kernel(net, &shared));
     // The binaries do not wait for the API server.
     agent.put_binaries();
     // The last time the kernel was asked afresh (the first pass always asks).
@@ -167,11 +176,30 @@ pub fn run(
             }
             Wake::Idle => {}
         }
-        if Instant::now() >= due {
+        let drift = shared.take_drift();
+        if Instant::now() >= due || drift.lost {
             agent.forget_kernel();
             checked = Instant::now();
+        } else {
+            agent.applied.forget_drift(&drift);
         }
         agent.pass();
+    }
+}
+
+/// Starts the kernel's change notifications for `net`, which wake the loop through
+/// `shared`; None (logged) where the kernel cannot tell: drift then waits for --interval.
+fn watch_kernel(net: &dyn NodeNet, shared: &Arc<Shared>) -> Option<Watch> {
+    let notified = shared.clone();
+    match net.watch(Box::new(move |drift| notified.kernel_changed(drift))) {
+        Ok(watch) => Some(watch),
+        Err(e) => {
+            log(&format!(
+                "warning: {e}: routes, rules and the overlay device changed by someone else \
+                 are repaired only every --interval"
+            ));
+            None
+        }
     }
 }
 
@@ -265,9 +293,12 @@ impl Agent<'_> {
             // The last known ranges: kept while the node lost them or the API is down.
             let mtu = match self.overlay_mtu {
                 Some(m) => Some(m),
-                None => *self
-                    .host_mtu
-                    .get_or_insert_with(host_mtu::default_route_mtu),
+                None => {
+                    let host = self.host;
+                    *self.host_mtu.get_or_insert_with(|| {
+                        host.and_then(|n| n.default_route_mtu().ok().flatten())
+                    })
+                }
             };
             let put = self.installer.put_conflist(&self.own, mtu);
             if let Err(e) = &put {
@@ -366,7 +397,10 @@ impl Agent<'_> {
         let underlay_mtu = match self.underlay_mtu {
             Some((addr, mtu)) if addr == local => mtu,
             _ => {
-                let mtu = host_mtu::underlay_mtu(local).unwrap_or(1500);
+                let mtu = self
+                    .host
+                    .and_then(|n| n.underlay_mtu(local).ok().flatten())
+                    .unwrap_or(1500);
                 self.underlay_mtu = Some((local, mtu));
                 mtu
             }

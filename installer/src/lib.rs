@@ -14,7 +14,6 @@ pub mod config;
 mod conflist;
 pub mod desired;
 pub mod health;
-mod host_mtu;
 mod leases;
 pub mod nodes;
 mod podcidr;

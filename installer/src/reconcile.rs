@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use hostnet::node::{NodeNet, NodePolicy, OverlayPeer, PodRoute, VxlanSpec};
+use hostnet::node::{Drift, NodeNet, NodePolicy, OverlayPeer, PodRoute, VxlanSpec};
 use ipnetwork::IpNetwork;
 
 /// The overlay part of the desired state.
@@ -92,6 +92,23 @@ impl Applied {
         self.routes = None;
         self.overlay = None;
         self.firewall = None;
+    }
+
+    /// The next pass reads again what someone else changed (everything when the kernel's
+    /// notifications were lost), and trusts the rest.
+    pub fn forget_drift(&mut self, drift: &Drift) {
+        if drift.lost {
+            return self.forget();
+        }
+        if drift.routes {
+            self.routes = None;
+        }
+        if drift.overlay {
+            self.overlay = None;
+        }
+        if drift.firewall {
+            self.firewall = None;
+        }
     }
 }
 

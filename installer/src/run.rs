@@ -17,7 +17,7 @@ use crate::conflist::{self, Settings};
 use crate::health::Metrics;
 use crate::signals::Stop;
 use crate::watcher::Shared;
-use crate::{agent, atomic, host_mtu, log};
+use crate::{agent, atomic, log};
 
 /// Retry delays while the API server fails or the node has no podCIDR (--once): 1 s
 /// doubling up to this.
@@ -200,16 +200,20 @@ pub fn once(args: &Args, stop: &Stop) -> Result<(), RunError> {
     installer.put_binaries()?;
     // Without the Node list it cannot tell whether a peer needs the overlay: the agent
     // lowers the MTU when one does.
-    installer.put_conflist(&cidrs, host_mtu::default_route_mtu())
+    let mtu = hostnet::node::HostNodeNet::current()
+        .ok()
+        .and_then(|net| net.default_route_mtu().ok().flatten());
+    installer.put_conflist(&cidrs, mtu)
 }
 
 /// The node agent until SIGTERM/SIGINT (Ok then): see `agent`.
 pub fn daemon(args: &Args, stop: Stop) -> Result<(), RunError> {
     let client = client(args)?;
     let installer = Installer::new(args)?;
+    // With --files-only only to read the MTU from.
     let net = match hostnet::node::HostNodeNet::current() {
-        _ if args.files_only => None,
         Ok(net) => Some(net),
+        Err(_) if args.files_only => None,
         Err(e) => {
             log(&format!(
                 "error: {e}: no routes or rules on this node, only its files (never ready)"

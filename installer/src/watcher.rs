@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use hostnet::node::Drift;
+
 use crate::api::{ApiError, Client};
 use crate::backoff::Backoff;
 use crate::health::Metrics;
@@ -30,6 +32,8 @@ struct State {
     /// A full list has arrived: the cache is the cluster (before: never act on it).
     synced: bool,
     dirty: bool,
+    /// What the kernel told us someone else changed since the loop last asked.
+    drift: Drift,
     /// The signal (or test request) that stops the agent.
     stop: Option<i32>,
 }
@@ -69,6 +73,20 @@ impl Shared {
     pub fn mark_dirty(&self) {
         self.lock().dirty = true;
         self.changed.notify_all();
+    }
+
+    /// The kernel changed objects of ours (someone else did): wakes the loop like a Node
+    /// event; [`Shared::take_drift`] tells it what to read again.
+    pub fn kernel_changed(&self, drift: Drift) {
+        let mut s = self.lock();
+        s.drift = s.drift.union(drift);
+        s.dirty = true;
+        self.changed.notify_all();
+    }
+
+    /// What the kernel changed since the last call (empty: nothing).
+    pub fn take_drift(&self) -> Drift {
+        std::mem::take(&mut self.lock().drift)
     }
 
     /// Waits up to `timeout` for a change or a stop; a change that came while the caller
@@ -278,6 +296,27 @@ mod tests {
             .apply(WatchEvent::Deleted(node("a", "10.0.1.0/24"), "3".into()))
             .unwrap();
         assert!(matches!(shared.wait(Duration::ZERO), Wake::Changed(Some(n)) if n.is_empty()));
+    }
+
+    #[test]
+    fn kernel_changes_wake_the_loop_and_coalesce() {
+        let shared = Shared::default();
+        shared.replace(vec![node("a", "10.0.1.0/24")]);
+        let _ = shared.wait(Duration::ZERO);
+        let routes = Drift {
+            routes: true,
+            ..Drift::default()
+        };
+        let firewall = Drift {
+            firewall: true,
+            ..Drift::default()
+        };
+        shared.kernel_changed(routes);
+        shared.kernel_changed(firewall);
+        assert!(matches!(shared.wait(Duration::ZERO), Wake::Changed(Some(n)) if n.len() == 1));
+        assert_eq!(shared.take_drift(), routes.union(firewall));
+        assert!(shared.take_drift().is_empty());
+        assert!(matches!(shared.wait(Duration::ZERO), Wake::Idle));
     }
 
     #[test]

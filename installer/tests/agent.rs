@@ -5,7 +5,9 @@
 //! routes alone; an expired watch (410), a dropped connection, garbage and a huge event
 //! all end in a re-list and a correct state; --uninstall removes our routes and table and
 //! nothing else (the VXLAN device too); leases of an earlier boot are freed at start, a live
-//! one survives; a peer behind a router gets the overlay, whose MTU the conflist keeps.
+//! one survives; a peer behind a router gets the overlay, whose MTU the conflist keeps (the
+//! fake kernel's MTU, not this machine's); what the kernel tells the watch someone else
+//! changed is read again and repaired at once, only that part.
 
 mod support;
 
@@ -21,7 +23,7 @@ use cni_install::health::Metrics;
 use cni_install::watcher::Shared;
 use cni_install::{agent, run};
 use hostnet::node::fake::FakeNodeNet;
-use hostnet::node::{NodeNet, OverlayPeer, PodRoute, VxlanSpec};
+use hostnet::node::{Drift, NodeNet, OverlayPeer, PodRoute, VxlanSpec};
 use support::{NODE, Node, eventually};
 
 fn route(dst: &str, gw: &str) -> PodRoute {
@@ -63,9 +65,11 @@ fn args_with(node: &Node, extra: &[&str]) -> Args {
         format!("--token-file={}", d("sa/token")),
         format!("--ca-file={}", d("sa/ca.crt")),
         format!("--ipam-data-dir={}", d("leases")),
-        "--interval=1".into(),
         "--health-listen=127.0.0.1:0".into(),
     ];
+    if !extra.iter().any(|a| a.starts_with("--interval")) {
+        argv.push("--interval=1".into());
+    }
     argv.extend(extra.iter().map(|s| s.to_string()));
     Args::try_parse_from(argv).unwrap()
 }
@@ -459,6 +463,8 @@ fn a_peer_behind_a_router_gets_the_overlay_and_the_pods_keep_its_mtu_after() {
     node.api
         .put_node("near", &["10.244.2.0/24"], &["172.18.0.3"]);
     let net = fake();
+    // Jumbo frames on this node: the pods get the host's MTU, then the overlay's below it.
+    net.with(|s| s.mtu = Some(9000));
     let args = args_with(&node, &[]);
     with_agent_args(&args, &net, |metrics| {
         eventually("ready", || metrics.ready());
@@ -474,6 +480,7 @@ fn a_peer_behind_a_router_gets_the_overlay_and_the_pods_keep_its_mtu_after() {
         );
         assert_eq!(spec.addr4, Some("10.244.0.0".parse().unwrap()));
         assert_eq!(spec.addr6, None);
+        assert_eq!(node.conflist()["plugins"][0]["mtu"], 9000);
         ops(&net);
 
         // A peer on another network: the peer, and the conflist's MTU that of the device.
@@ -483,6 +490,9 @@ fn a_peer_behind_a_router_gets_the_overlay_and_the_pods_keep_its_mtu_after() {
             metrics,
             &["overlay 10.99.0.9 10.244.9.0/24", "firewall"],
         );
+        let spec = net.with(|s| s.vxlan).unwrap();
+        assert_eq!(spec.port, 4789);
+        assert_eq!((spec.underlay_mtu, spec.mtu()), (9000, 8950));
         eventually("the overlay's MTU in the conflist", || {
             node.conflist()["plugins"][0]["mtu"] == spec.mtu()
         });
@@ -494,5 +504,72 @@ fn a_peer_behind_a_router_gets_the_overlay_and_the_pods_keep_its_mtu_after() {
         assert!(net.with(|s| s.vxlan.is_some()));
         assert_eq!(node.conflist()["plugins"][0]["mtu"], spec.mtu());
         assert_eq!(metrics.overlay_peers.load(Ordering::Relaxed), 0);
+    });
+}
+
+#[test]
+fn what_the_kernel_says_someone_else_changed_is_read_again_and_repaired_at_once() {
+    let node = Node::new(&["10.244.0.0/24"]);
+    node.api
+        .put_node("near", &["10.244.2.0/24"], &["172.18.0.3"]);
+    node.api.put_node("far", &["10.244.9.0/24"], &["10.99.0.9"]);
+    let net = fake();
+    // An hour: the periodic re-check cannot be what repairs anything here.
+    let args = args_with(&node, &["--mtu=1400", "--interval=3600"]);
+    with_agent_args(&args, &net, |metrics| {
+        eventually("ready", || metrics.ready());
+        let near = route("10.244.2.0/24", "172.18.0.3");
+        assert!(ours(&net).contains(&near));
+        assert!(net.with(|s| s.vxlan.is_some() && s.overlay.len() == 1));
+        ops(&net);
+        let passes = || metrics.reconciles.load(Ordering::Relaxed);
+        let drift = |d: Drift| assert!(net.drift(d), "the agent watches the kernel");
+        let mut seen = Vec::new();
+        let mut repaired = |want: &[&str]| {
+            eventually(&format!("{want:?}"), || {
+                seen.extend(ops(&net));
+                seen.len() >= want.len()
+            });
+            assert_eq!(std::mem::take(&mut seen), want);
+        };
+
+        // Our route deleted by someone else: added again, and only it (the firewall and
+        // the overlay are trusted still).
+        net.with(|s| s.ours.remove(&near));
+        drift(Drift {
+            routes: true,
+            ..Drift::default()
+        });
+        repaired(&["add 10.244.2.0/24 via 172.18.0.3"]);
+
+        // Our table flushed: applied again.
+        net.with(|s| s.firewall = None);
+        drift(Drift {
+            firewall: true,
+            ..Drift::default()
+        });
+        repaired(&["firewall"]);
+
+        // Our device deleted, with its entries: made again, its peer too.
+        net.with(|s| {
+            s.vxlan = None;
+            s.overlay.clear();
+        });
+        drift(Drift {
+            overlay: true,
+            ..Drift::default()
+        });
+        repaired(&[
+            "vxlan vni 1 local 172.18.0.2",
+            "overlay 10.99.0.9 10.244.9.0/24",
+        ]);
+
+        // Notifications lost: everything is read again; what is in place stays.
+        let before = passes();
+        drift(Drift::ALL);
+        eventually("a pass after the overrun", || passes() > before);
+        net.with(|s| s.ours.remove(&near));
+        drift(Drift::ALL);
+        repaired(&["add 10.244.2.0/24 via 172.18.0.3"]);
     });
 }

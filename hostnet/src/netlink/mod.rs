@@ -198,6 +198,16 @@ impl Netlink {
         self.request(op, msg, NLM_F_ACK | flags).map(drop)
     }
 
+    /// The port id the kernel gave this connection's socket: the sender it stamps on the
+    /// notifications of our own changes. None if the socket cannot tell.
+    pub fn port_id(&self) -> Option<u32> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut addr = rtnetlink::sys::SocketAddr::new(0, 0);
+        let sock = conn.as_mut().get_mut().socket_mut().socket_mut();
+        sock.get_address(&mut addr).ok()?;
+        Some(addr.port_number())
+    }
+
     /// A dump request; `pick` keeps the answers of the wanted kind.
     fn dump<T>(
         &self,

@@ -132,6 +132,14 @@ impl NfSocket {
         Ok(NfSocket { sock, seq: 0 })
     }
 
+    /// The port id the kernel gave this socket: the sender it stamps on the notifications
+    /// of our own batches.
+    pub fn port_id(&self) -> Option<u32> {
+        let mut addr = SocketAddr::new(0, 0);
+        self.sock.get_address(&mut addr).ok()?;
+        Some(addr.port_number())
+    }
+
     fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
         self.seq

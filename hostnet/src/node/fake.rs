@@ -7,7 +7,10 @@ use std::sync::Mutex;
 
 use ipnetwork::IpNetwork;
 
-use super::{NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, VxlanSpec, libc_errno};
+use super::{
+    Drift, NodeNet, NodeNetError, NodePolicy, Notify, OverlayPeer, PodRoute, VxlanSpec, Watch,
+    libc_errno,
+};
 
 #[derive(Debug, Default)]
 pub struct FakeState {
@@ -30,6 +33,9 @@ pub struct FakeState {
     pub log: Vec<String>,
     /// Operation names (`add_route`, `apply_firewall`, ...) that fail until removed.
     pub fail: BTreeSet<&'static str>,
+    /// The MTU of every interface (the default route's, the underlay's); None: no default
+    /// route.
+    pub mtu: Option<u32>,
 }
 
 /// What the firewall table does to a packet leaving the node.
@@ -45,6 +51,16 @@ pub enum Egress {
 #[derive(Debug, Default)]
 pub struct FakeNodeNet {
     pub state: Mutex<FakeState>,
+    /// The agent's [`NodeNet::watch`], told by [`FakeNodeNet::drift`].
+    watcher: Mutex<Option<Watcher>>,
+}
+
+struct Watcher(Notify);
+
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Watcher")
+    }
 }
 
 impl FakeNodeNet {
@@ -55,6 +71,7 @@ impl FakeNodeNet {
                 local,
                 ..FakeState::default()
             }),
+            watcher: Mutex::default(),
         }
     }
 
@@ -85,6 +102,13 @@ impl FakeNodeNet {
                 Egress::Kept
             }
         })
+    }
+
+    /// What the kernel tells a watch when someone else changed `drift`'s objects (the
+    /// change itself is the test's, on the state); false if nothing watches.
+    pub fn drift(&self, drift: Drift) -> bool {
+        let watcher = self.watcher.lock().unwrap_or_else(|p| p.into_inner());
+        watcher.as_ref().map(|w| (w.0)(drift)).is_some()
     }
 
     /// Runs `f` on the state (setup and assertions in tests).
@@ -293,6 +317,21 @@ impl NodeNet for FakeNodeNet {
             s.log.push(format!("del overlay {}", peer.node_ip));
         }
         Ok(())
+    }
+
+    fn default_route_mtu(&self) -> Result<Option<u32>, NodeNetError> {
+        Ok(self.op("default_route_mtu")?.mtu)
+    }
+
+    fn underlay_mtu(&self, _addr: IpAddr) -> Result<Option<u32>, NodeNetError> {
+        Ok(self.op("underlay_mtu")?.mtu)
+    }
+
+    /// One watch at a time (a second replaces the first); [`FakeNodeNet::drift`] tells it.
+    fn watch(&self, notify: Notify) -> Result<Watch, NodeNetError> {
+        drop(self.op("watch")?);
+        *self.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(Watcher(notify));
+        Ok(Watch::detached())
     }
 }
 

@@ -11,7 +11,12 @@ use sysproc::netns::{Netns, NetnsError};
 use super::firewall;
 use super::forwarding;
 use super::overlay_host;
-use super::{NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, ROUTE_PROTO, VxlanSpec};
+use super::watch_filter::Filter;
+use super::watch_host::{self, Sockets};
+use super::{
+    NodeNet, NodeNetError, NodePolicy, Notify, OverlayPeer, PodRoute, ROUTE_PROTO, VXLAN_DEVICE,
+    VxlanSpec, Watch, mtu,
+};
 use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, Route, RouteSpec};
 use crate::nftnl::{NfSocket, NftError};
 
@@ -363,5 +368,51 @@ impl NodeNet for HostNodeNet {
 
     fn del_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError> {
         overlay_host::del_overlay_peer(&self.routes, peer)
+    }
+
+    fn default_route_mtu(&self) -> Result<Option<u32>, NodeNetError> {
+        mtu::default_route_mtu(&self.routes)
+    }
+
+    fn underlay_mtu(&self, addr: IpAddr) -> Result<Option<u32>, NodeNetError> {
+        mtu::underlay_mtu(&self.routes, addr)
+    }
+
+    fn watch(&self, notify: Notify) -> Result<Watch, NodeNetError> {
+        let op = "watch the kernel";
+        let io = |e: std::io::Error| node_error(op, &e, e.raw_os_error());
+        let (sockets, nft_err) = self
+            .run_here(Sockets::open)
+            .map_err(|e| node_error(op, &e, None))?
+            .map_err(io)?;
+        let nft_pid = match nft_err {
+            // No nf_tables here: nothing of ours to watch there.
+            Some(_) => None,
+            None => self.with_nft(op, |nf| Ok(nf.port_id())).ok().flatten(),
+        };
+        // After subscribing: a link changed meanwhile is told by its notification. (Also
+        // the request that binds our route socket, if nothing did yet: its port id is
+        // the kernel's to give at the first send.)
+        let links = self.routes.links().map_err(from_netlink(op))?;
+        let filter = Filter {
+            route_pid: self.routes.port_id().filter(|p| *p != 0),
+            nft_pid,
+            vxlan_index: links
+                .iter()
+                .find(|l| l.name == VXLAN_DEVICE)
+                .map(|l| l.index),
+            up: links
+                .iter()
+                .filter(|l| l.admin_up && l.master.is_none())
+                .map(|l| l.index)
+                .collect(),
+            downed: Default::default(),
+        };
+        let (stop, stopped) = std::os::unix::net::UnixStream::pair().map_err(io)?;
+        let thread = std::thread::Builder::new()
+            .name("kernel-watch".into())
+            .spawn(move || watch_host::run(sockets, stopped, filter, notify))
+            .map_err(io)?;
+        Ok(Watch::new(stop, thread))
     }
 }

@@ -13,14 +13,19 @@ pub mod fake;
 mod firewall;
 mod forwarding;
 mod host;
+mod mtu;
 mod overlay;
 mod overlay_host;
+mod watch;
+mod watch_filter;
+mod watch_host;
 
 pub use host::HostNodeNet;
 pub use overlay::{
     OverlayPeer, VXLAN_DEVICE, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, VxlanSpec, overlay_address,
     overlay_gateway, vtep_mac,
 };
+pub use watch::{Drift, Notify, Watch};
 
 /// The route protocol number that marks a route as the agent's (`ip route show proto 0xcb`).
 /// Unassigned in iproute2's `rt_protos` and by the projects we share nodes with (bird 12,
@@ -171,9 +176,37 @@ pub trait NodeNet {
     /// Removes `peer`'s routes, neighbour entries and FDB entry; what is already gone is
     /// skipped. A changed peer is `del` old then `add` new (they may share pod ranges).
     fn del_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError>;
+    /// The MTU of the interface holding the IPv4 default route, else the IPv6 one (the
+    /// pods' MTU without the overlay); None: no default route (or a kernel that cannot
+    /// tell: the default).
+    fn default_route_mtu(&self) -> Result<Option<u32>, NodeNetError> {
+        Ok(None)
+    }
+    /// The MTU of the interface holding `addr` (the overlay's underlay), else
+    /// [`NodeNet::default_route_mtu`].
+    fn underlay_mtu(&self, addr: IpAddr) -> Result<Option<u32>, NodeNetError> {
+        let _ = addr;
+        self.default_route_mtu()
+    }
+    /// Tells `notify`, from a thread of its own, each time someone else changes (or
+    /// deletes) a route of ours, our VXLAN device or its entries, our firewall table or
+    /// an iptables-nft `filter FORWARD` chain; a burst once, when it is over. Our own
+    /// changes are not told, or told at most once per change (a pass that finds nothing to
+    /// do changes nothing: no loop). Dropping the [`Watch`] ends it. The default: not
+    /// supported (the agent then repairs drift at its periodic re-check only).
+    fn watch(&self, notify: Notify) -> Result<Watch, NodeNetError> {
+        let _ = notify;
+        Err(NodeNetError {
+            op: "watch the kernel".to_string(),
+            reason: "not supported".to_string(),
+            errno: None,
+        })
+    }
 }
 
 #[cfg(test)]
 mod overlay_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watch_tests;

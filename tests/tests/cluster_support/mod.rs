@@ -493,14 +493,27 @@ pub struct ApiAccess {
 }
 
 impl Agent {
-    /// Starts the agent for `node` with the test's dirs; `extra` are more flags.
+    /// Starts the agent for `node` with the test's dirs; `extra` are more flags (an
+    /// `--interval` there replaces the default 1 s).
     pub fn start(node: &Node, api: &ApiAccess, extra: &[&str]) -> Agent {
+        Agent::start_with_sources(node, api, extra, |source| {
+            for plugin in ["bridge", "host-local", "loopback", "portmap"] {
+                std::fs::copy(bin_path(plugin), source.join(plugin)).unwrap();
+            }
+        })
+    }
+
+    /// [`Agent::start`] with the source dir (the binaries it installs) filled by `fill`.
+    pub fn start_with_sources(
+        node: &Node,
+        api: &ApiAccess,
+        extra: &[&str],
+        fill: impl FnOnce(&std::path::Path),
+    ) -> Agent {
         let dir = TempDir::new(&format!("{}-agent", node.name));
         let source = dir.join("source");
         std::fs::create_dir_all(&source).unwrap();
-        for plugin in ["bridge", "host-local", "loopback", "portmap"] {
-            std::fs::copy(bin_path(plugin), source.join(plugin)).unwrap();
-        }
+        fill(&source);
         std::fs::write(dir.join("token"), &api.token).unwrap();
         std::fs::write(dir.join("ca.crt"), &api.ca_pem).unwrap();
         let path = |p: &str| dir.join(p).to_str().unwrap().to_string();
@@ -521,12 +534,14 @@ impl Agent {
             &path("net.d"),
             "--ipam-data-dir",
             node.data.path().to_str().unwrap(),
-            "--interval",
-            "1",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
+        // A re-check every second unless the test sets its own.
+        if !extra.contains(&"--interval") {
+            args.extend(["--interval".to_string(), "1".to_string()]);
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut agent = Agent {
             child: None,

@@ -1,33 +1,43 @@
-//! The MTU of the host's default-route interface (the conflist's default MTU), read over
-//! netlink (with `hostNetwork: true` this container's network namespace is the host's).
+//! The MTUs the agent reads: the default route's interface's (the conflist's default MTU)
+//! and the overlay's underlay interface's.
 
 use std::net::IpAddr;
 
-use hostnet::netlink::{IpFamily, MAIN_TABLE, Netlink, Route};
+use super::NodeNetError;
+use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, Route};
 
-/// MTU of the interface holding the IPv4 default route, else the IPv6 one; None when the
-/// host has no default route or netlink fails (the bridge plugin then uses its own default).
-pub fn default_route_mtu() -> Option<u32> {
-    let nl = Netlink::current().ok()?;
-    let oif = [IpFamily::V4, IpFamily::V6]
-        .into_iter()
-        .find_map(|fam| default_oif(&nl.routes(fam).ok()?))?;
-    Some(nl.link_by_index(oif).ok()?.mtu)
+fn err(op: &'static str) -> impl FnOnce(NetlinkError) -> NodeNetError {
+    move |e| NodeNetError {
+        op: op.to_string(),
+        reason: e.to_string(),
+        errno: e.errno(),
+    }
 }
 
-/// MTU of the interface holding `addr` (the overlay's underlay interface), else of the
-/// default-route interface; None when netlink cannot tell.
-pub fn underlay_mtu(addr: IpAddr) -> Option<u32> {
-    let nl = Netlink::current().ok()?;
+/// MTU of the interface holding the IPv4 default route, else the IPv6 one; None when the
+/// node has no default route.
+pub(super) fn default_route_mtu(nl: &Netlink) -> Result<Option<u32>, NodeNetError> {
+    let op = "read the default route's MTU";
+    for fam in [IpFamily::V4, IpFamily::V6] {
+        if let Some(oif) = default_oif(&nl.routes(fam).map_err(err(op))?) {
+            return Ok(Some(nl.link_by_index(oif).map_err(err(op))?.mtu));
+        }
+    }
+    Ok(None)
+}
+
+/// MTU of the interface holding `addr`, else of the default route's interface.
+pub(super) fn underlay_mtu(nl: &Netlink, addr: IpAddr) -> Result<Option<u32>, NodeNetError> {
+    let op = "read the underlay's MTU";
     let index = nl
         .addresses(None)
-        .ok()?
+        .map_err(err(op))?
         .into_iter()
         .find(|a| a.addr.ip() == addr)
         .map(|a| a.index);
     match index {
-        Some(i) => Some(nl.link_by_index(i).ok()?.mtu),
-        None => default_route_mtu(),
+        Some(i) => Ok(Some(nl.link_by_index(i).map_err(err(op))?.mtu)),
+        None => default_route_mtu(nl),
     }
 }
 
