@@ -560,7 +560,7 @@ fn what_the_kernel_says_someone_else_changed_is_read_again_and_repaired_at_once(
             ..Drift::default()
         });
         repaired(&[
-            "vxlan vni 1 local 172.18.0.2",
+            "vxlan vni 203 local 172.18.0.2",
             "overlay 10.99.0.9 10.244.9.0/24",
         ]);
 

@@ -105,6 +105,7 @@ fn quiet(node: &Node, agent: &Agent) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_route_the_table_or_the_device_deleted_by_someone_else_is_back_within_a_second() {
     if !testkit::privileged(
         "a_route_the_table_or_the_device_deleted_by_someone_else_is_back_within_a_second",

@@ -46,6 +46,7 @@ const OVERLAY: Drift = Drift {
 };
 
 #[test]
+#[ignore = "needs root"]
 fn someone_elses_changes_to_our_objects_are_told_and_our_own_are_not() {
     let test = "someone_elses_changes_to_our_objects_are_told_and_our_own_are_not";
     if !privileged(test) {
