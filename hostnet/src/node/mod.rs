@@ -172,4 +172,6 @@ pub trait NodeNet {
 #[cfg(test)]
 mod overlay_tests;
 #[cfg(test)]
+mod scenarios;
+#[cfg(test)]
 mod tests;
