@@ -49,6 +49,9 @@ pub struct Failures {
     met: BTreeSet<&'static str>,
     /// Removed before any operation met them.
     unmet: BTreeSet<&'static str>,
+    /// Tripwires: they fail an operation that must not be called, and are meant never
+    /// to be met.
+    forbidden: BTreeSet<&'static str>,
 }
 
 impl Failures {
@@ -61,16 +64,23 @@ impl Failures {
         new
     }
 
+    /// `op` must not be called: it fails if it is, and nothing is owed if it is not.
+    pub fn forbid(&mut self, op: &'static str) {
+        self.forbidden.insert(op);
+    }
+
     /// `op` succeeds again; false if it was not failing.
     pub fn remove(&mut self, op: &'static str) -> bool {
+        let forbidden = self.forbidden.remove(op);
         let listed = self.listed.remove(op);
         if listed && !self.met.remove(op) {
             self.unmet.insert(op);
         }
-        listed
+        listed || forbidden
     }
 
     pub fn clear(&mut self) {
+        self.forbidden.clear();
         for op in std::mem::take(&mut self.listed) {
             if !self.met.remove(op) {
                 self.unmet.insert(op);
@@ -79,16 +89,16 @@ impl Failures {
     }
 
     pub fn contains(&self, op: &str) -> bool {
-        self.listed.contains(op)
+        self.listed.contains(op) || self.forbidden.contains(op)
     }
 
     /// Whether `op` fails now (and records that its failure was met).
     fn meet(&mut self, op: &'static str) -> bool {
-        let fails = self.listed.contains(op);
-        if fails {
+        if self.listed.contains(op) {
             self.met.insert(op);
+            return true;
         }
-        fails
+        self.forbidden.contains(op)
     }
 }
 
@@ -251,9 +261,8 @@ impl FakeState {
 /// empty policy is no table at all.
 fn held_policy(policy: &NodePolicy) -> [Option<[Vec<Elem>; 2]>; 2] {
     let held = |f: &Option<FamilyPolicy>, key_len| {
-        f.as_ref().map(|f| {
-            [&f.pod_cidrs, &f.no_masquerade].map(|c| interval_elems(c, key_len))
-        })
+        f.as_ref()
+            .map(|f| [&f.pod_cidrs, &f.no_masquerade].map(|c| interval_elems(c, key_len)))
     };
     [held(&policy.v4, 4), held(&policy.v6, 16)]
 }
@@ -437,11 +446,14 @@ impl NodeNet for FakeNodeNet {
         for p in s.overlay.values_mut() {
             p.pod_cidrs.retain(|c| !peer.pod_cidrs.contains(c));
         }
-        let peer = OverlayPeer::new(peer.node_ip, peer.pod_cidrs.clone());
         let cidrs: Vec<String> = peer.pod_cidrs.iter().map(ToString::to_string).collect();
         s.log
             .push(format!("overlay {} {}", peer.node_ip, cidrs.join(",")));
-        s.overlay.insert(peer.node_ip, peer);
+        // The entries are replaced, not the peer: its other ranges' routes stay.
+        let had = s.overlay.remove(&peer.node_ip).map(|p| p.pod_cidrs);
+        let cidrs = [had.unwrap_or_default(), peer.pod_cidrs.clone()].concat();
+        s.overlay
+            .insert(peer.node_ip, OverlayPeer::new(peer.node_ip, cidrs));
         Ok(())
     }
 
@@ -518,6 +530,18 @@ mod unit {
         });
         k.our_routes().unwrap_err();
         k.with(|s| s.fail.clear());
+        k.our_routes().unwrap();
+    }
+
+    #[test]
+    fn a_forbidden_operation_fails_and_is_owed_nothing() {
+        let k = FakeNodeNet::default();
+        k.with(|s| {
+            s.fail.forbid("our_routes");
+            s.fail.forbid("overlay_peers");
+        });
+        k.our_routes().unwrap_err();
+        k.with(|s| s.fail.remove("our_routes"));
         k.our_routes().unwrap();
     }
 

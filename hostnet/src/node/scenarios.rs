@@ -292,7 +292,8 @@ fn a_missing_device(a: &dyn Arrange) {
     k.del_overlay_peer(&p).unwrap();
     k.remove_vxlan().unwrap();
     // Its ranges are free again for a direct route.
-    k.add_route(&route("10.244.3.0/24", "192.168.50.2")).unwrap();
+    k.add_route(&route("10.244.3.0/24", "192.168.50.2"))
+        .unwrap();
 }
 
 /// A peer's FDB entry, neighbour entries and routes: set up idempotently, listed back,
@@ -311,7 +312,8 @@ fn overlay_entries(a: &dyn Arrange) {
     assert_eq!(k.overlay_peers().unwrap(), vec![pa.clone(), pb.clone()]);
     assert_eq!(our_routes(k), vec![], "overlay routes are not direct ones");
     // A range a direct route of ours or someone else's holds: refused, nothing changed.
-    k.add_route(&route("10.244.5.0/24", "192.168.50.2")).unwrap();
+    k.add_route(&route("10.244.5.0/24", "192.168.50.2"))
+        .unwrap();
     a.foreign_route("10.244.6.0/24", "192.168.50.3", 100);
     for held in ["10.244.5.0/24", "10.244.6.0/24"] {
         let pc = peer("192.168.60.4", &["10.244.7.0/24", held]);
@@ -349,11 +351,17 @@ fn overlay_entries(a: &dyn Arrange) {
     assert_eq!(k.overlay_peers().unwrap(), vec![pa.clone(), half]);
     k.add_overlay_peer(&pb2).unwrap();
     assert_eq!(k.overlay_peers().unwrap(), vec![pa.clone(), pb2.clone()]);
+    // Adding with fewer ranges removes none: only a delete does.
+    k.add_overlay_peer(&pb).unwrap();
+    assert_eq!(k.overlay_peers().unwrap(), vec![pa.clone(), pb2.clone()]);
 
     // Someone deletes a peer's FDB entry: its routes lead nowhere and are listed under the
     // unspecified address of their family, which deleting clears.
     a.drop_fdb(pa.node_ip);
-    let strays = vec![peer("0.0.0.0", &["10.244.3.0/24"]), peer("::", &["fd10:3::/64"])];
+    let strays = vec![
+        peer("0.0.0.0", &["10.244.3.0/24"]),
+        peer("::", &["fd10:3::/64"]),
+    ];
     let mut want = strays.clone();
     want.push(pb2.clone());
     assert_eq!(sorted(k.overlay_peers().unwrap()), sorted(want));
@@ -401,7 +409,10 @@ fn family(pods: &[&str], nomasq: &[&str]) -> FamilyPolicy {
 
 fn policy() -> NodePolicy {
     NodePolicy {
-        v4: Some(family(&["10.244.1.0/24"], &["10.244.0.0/16", "10.96.0.0/12"])),
+        v4: Some(family(
+            &["10.244.1.0/24"],
+            &["10.244.0.0/16", "10.96.0.0/12"],
+        )),
         v6: Some(family(&["fd10:1::/64"], &["fd10::/48"])),
     }
 }
@@ -415,7 +426,10 @@ fn firewall_table(a: &dyn Arrange) {
     let k = a.net();
     let none = NodePolicy::default();
     assert!(!k.firewall_matches(&policy()).unwrap());
-    assert!(k.firewall_matches(&none).unwrap(), "nothing wanted, nothing there");
+    assert!(
+        k.firewall_matches(&none).unwrap(),
+        "nothing wanted, nothing there"
+    );
     k.remove_firewall().unwrap();
     k.apply_firewall(&policy()).unwrap();
     assert!(k.firewall_matches(&policy()).unwrap());
@@ -430,7 +444,10 @@ fn firewall_table(a: &dyn Arrange) {
     };
     assert!(k.firewall_matches(&same).unwrap());
     let other = NodePolicy {
-        v4: Some(family(&["10.244.1.0/24", "10.244.9.0/24"], &["10.244.0.0/16"])),
+        v4: Some(family(
+            &["10.244.1.0/24", "10.244.9.0/24"],
+            &["10.244.0.0/16"],
+        )),
         ..policy()
     };
     assert!(!k.firewall_matches(&other).unwrap());
@@ -624,11 +641,16 @@ impl Arrange for OnKernel {
     }
 
     fn drop_overlay_route(&self, cidr: &str) {
-        self.ns.sh("ip", &["route", "del", cidr, "dev", VXLAN_DEVICE]);
+        self.ns
+            .sh("ip", &["route", "del", cidr, "dev", VXLAN_DEVICE]);
     }
 
     fn drop_firewall_pod_range(&self, cidr: &str) {
-        let set = if net(cidr).is_ipv4() { "pods4" } else { "pods6" };
+        let set = if net(cidr).is_ipv4() {
+            "pods4"
+        } else {
+            "pods6"
+        };
         let elem = format!("{{ {cidr} }}");
         self.ns.sh(
             "nft",
