@@ -27,6 +27,8 @@ trait Arrange {
     fn foreign_route(&self, dst: &str, gw: &str, metric: u32);
     /// Someone deletes our VXLAN device.
     fn delete_vxlan_device(&self);
+    /// Someone else's VXLAN device `name` (VNI, UDP port) over the lan's IPv4 address.
+    fn foreign_vxlan(&self, name: &str, vni: u32, port: u16);
     /// Someone deletes the FDB entry of the peer `node_ip` (its routes stay).
     fn drop_fdb(&self, node_ip: IpAddr);
     /// Someone deletes our overlay route to `cidr` (the FDB entry stays).
@@ -267,6 +269,29 @@ fn duplicate_addresses(a: &dyn Arrange) {
     k.remove_vxlan().unwrap();
     assert_eq!((count("10.244.2.0"), count("fd10:1::")), (1, 0));
     assert_eq!(count("10.244.1.1"), 1);
+}
+
+/// Another VXLAN device on our VNI and port (flannel's) keeps ours from being made:
+/// EADDRINUSE; on another port it does not. Ours, once made, is kept.
+fn a_vxlan_device_of_someone_else(a: &dyn Arrange) {
+    on_a_lan(a);
+    let k = a.net();
+    a.foreign_vxlan("flannel.1", 7, 8472);
+    assert_eq!(
+        errno(k.ensure_vxlan(&spec(None, None))),
+        Err(Some(libc_errno::EADDRINUSE))
+    );
+    assert_eq!(
+        errno(k.add_overlay_peer(&peer("192.168.60.2", &[]))),
+        ENODEV
+    );
+    let elsewhere = VxlanSpec {
+        port: 4789,
+        ..spec(None, None)
+    };
+    k.ensure_vxlan(&elsewhere).unwrap();
+    k.ensure_vxlan(&elsewhere).unwrap();
+    k.remove_vxlan().unwrap();
 }
 
 fn peer(node_ip: &str, cidrs: &[&str]) -> OverlayPeer {
@@ -535,6 +560,11 @@ impl Arrange for OnFake {
         });
     }
 
+    fn foreign_vxlan(&self, name: &str, vni: u32, port: u16) {
+        let device = (name.to_string(), vni, port, false);
+        self.net.with(|s| s.other_vxlan.push(device));
+    }
+
     fn drop_fdb(&self, node_ip: IpAddr) {
         self.net.with(|s| {
             let Some(gone) = s.overlay.remove(&node_ip) else {
@@ -632,6 +662,17 @@ impl Arrange for OnKernel {
         self.ns.nl.delete_link(self.vxlan_index()).unwrap();
     }
 
+    fn foreign_vxlan(&self, name: &str, vni: u32, port: u16) {
+        let (vni, port) = (vni.to_string(), port.to_string());
+        let args = [
+            "link", "add", name, "type", "vxlan", "id", &vni, "dstport", &port,
+        ];
+        self.ns.sh(
+            "ip",
+            &[&args[..], &["local", "192.168.50.1", "nolearning"]].concat(),
+        );
+    }
+
     fn drop_fdb(&self, node_ip: IpAddr) {
         let entry = FdbEntry {
             mac: super::vtep_mac(node_ip),
@@ -703,6 +744,7 @@ scenarios!(
     on_link_answers,
     duplicate_addresses,
     a_missing_device,
+    a_vxlan_device_of_someone_else,
     overlay_entries,
     overlay_addresses_and_routes,
     firewall_table,
