@@ -1,22 +1,21 @@
-//! The seam's behaviour written once: each scenario runs on [`FakeNodeNet`] (a plain unit
-//! test) and, as root, on [`HostNodeNet`] in a namespace of its own (`on_kernel::*`), and
+//! The seam's behaviour written once: each scenario runs on `FakeNodeNet` (a plain unit
+//! test) and, as root, on `HostNodeNet` in a namespace of its own (`on_kernel::*`), and
 //! asserts the same observable results: what the [`NodeNet`] methods return, their errors'
 //! errno, what the list methods show. A fake that drifts from the kernel fails here.
 //!
 //! What a scenario arranges beside the seam (links, someone else's routes, someone
-//! deleting our entries) goes through [`Arrange`], done by each side as the kernel would.
+//! deleting our entries) goes through [`Arrange`], done by each side (`sides.rs`) as the
+//! kernel would.
+
+mod sides;
 
 use std::net::IpAddr;
 
-use ipnetwork::IpNetwork;
-
-use super::fake::FakeNodeNet;
-use super::tests::{Ns, ip, net};
+use super::tests::{ip, net};
 use super::{
-    FamilyPolicy, HostNodeNet, NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute,
-    VXLAN_DEVICE, VxlanSpec, libc_errno,
+    FamilyPolicy, NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, VxlanSpec, libc_errno,
 };
-use crate::netlink::{FdbEntry, RouteSpec};
+use sides::{OnFake, OnKernel};
 
 /// What a scenario arranges on the node beside the seam.
 trait Arrange {
@@ -509,207 +508,6 @@ fn firewall_table(a: &dyn Arrange) {
     k.remove_firewall().unwrap();
     assert!(k.firewall_matches(&none).unwrap());
     assert!(!k.firewall_matches(&v4_only).unwrap());
-}
-
-/// The fake, arranged as the kernel would be.
-struct OnFake {
-    net: FakeNodeNet,
-}
-
-impl OnFake {
-    fn new() -> OnFake {
-        OnFake {
-            net: FakeNodeNet::default(),
-        }
-    }
-}
-
-/// The unspecified address of `cidr`'s family.
-fn unspecified(cidr: &IpNetwork) -> IpAddr {
-    if cidr.is_ipv4() {
-        ip("0.0.0.0")
-    } else {
-        ip("::")
-    }
-}
-
-impl Arrange for OnFake {
-    fn net(&self) -> &dyn NodeNet {
-        &self.net
-    }
-
-    fn link(&self, _name: &str, addrs: &[&str]) {
-        self.net.with(|s| {
-            for a in addrs {
-                let a = net(a);
-                let connected = IpNetwork::new(a.network(), a.prefix()).unwrap();
-                s.connected.push(connected);
-                s.local.push(a.ip());
-            }
-        });
-    }
-
-    fn foreign_route(&self, dst: &str, _gw: &str, _metric: u32) {
-        self.net.with(|s| s.foreign.insert(net(dst)));
-    }
-
-    fn delete_vxlan_device(&self) {
-        self.net.with(|s| {
-            s.vxlan = None;
-            s.overlay.clear();
-        });
-    }
-
-    fn foreign_vxlan(&self, name: &str, vni: u32, port: u16) {
-        let device = (name.to_string(), vni, port, false);
-        self.net.with(|s| s.other_vxlan.push(device));
-    }
-
-    fn drop_fdb(&self, node_ip: IpAddr) {
-        self.net.with(|s| {
-            let Some(gone) = s.overlay.remove(&node_ip) else {
-                return;
-            };
-            for cidr in gone.pod_cidrs {
-                let stray = unspecified(&cidr);
-                let p = s
-                    .overlay
-                    .entry(stray)
-                    .or_insert_with(|| OverlayPeer::new(stray, vec![]));
-                *p = OverlayPeer::new(stray, [p.pod_cidrs.clone(), vec![cidr]].concat());
-            }
-        });
-    }
-
-    fn drop_overlay_route(&self, cidr: &str) {
-        let cidr = net(cidr);
-        self.net.with(|s| {
-            for p in s.overlay.values_mut() {
-                p.pod_cidrs.retain(|c| *c != cidr);
-            }
-        });
-    }
-
-    fn drop_firewall_pod_range(&self, cidr: &str) {
-        let cidr = net(cidr);
-        self.net.with(|s| {
-            if let Some(p) = &mut s.firewall {
-                for f in [&mut p.v4, &mut p.v6].into_iter().flatten() {
-                    f.pod_cidrs.retain(|c| *c != cidr);
-                }
-            }
-        });
-    }
-
-    fn drop_firewall_table(&self) {
-        self.net.with(|s| s.firewall = None);
-    }
-
-    fn nft_usable(&self, _test: &str) -> bool {
-        true
-    }
-}
-
-/// The kernel: a namespace of the test's own; each link a veth whose far end is in a
-/// second namespace (this kernel may lack the dummy module).
-struct OnKernel {
-    ns: Ns,
-    far: Ns,
-    net: HostNodeNet,
-}
-
-impl OnKernel {
-    fn new() -> OnKernel {
-        let ns = Ns::new();
-        let net = ns.node();
-        OnKernel {
-            ns,
-            far: Ns::new(),
-            net,
-        }
-    }
-
-    fn vxlan_index(&self) -> u32 {
-        let link = self.ns.nl.link_by_name(VXLAN_DEVICE).unwrap();
-        link.expect("our device").index
-    }
-}
-
-impl Arrange for OnKernel {
-    fn net(&self) -> &dyn NodeNet {
-        &self.net
-    }
-
-    fn link(&self, name: &str, addrs: &[&str]) {
-        self.ns.link(name, addrs, &self.far, name, &[]);
-    }
-
-    fn foreign_route(&self, dst: &str, gw: &str, metric: u32) {
-        self.ns
-            .nl
-            .add_route(&RouteSpec {
-                dst: net(dst),
-                gateway: Some(ip(gw)),
-                oif: None,
-                priority: Some(metric),
-                table: None,
-                scope: None,
-            })
-            .unwrap();
-    }
-
-    fn delete_vxlan_device(&self) {
-        self.ns.nl.delete_link(self.vxlan_index()).unwrap();
-    }
-
-    fn foreign_vxlan(&self, name: &str, vni: u32, port: u16) {
-        let (vni, port) = (vni.to_string(), port.to_string());
-        let args = [
-            "link", "add", name, "type", "vxlan", "id", &vni, "dstport", &port,
-        ];
-        self.ns.sh(
-            "ip",
-            &[&args[..], &["local", "192.168.50.1", "nolearning"]].concat(),
-        );
-    }
-
-    fn drop_fdb(&self, node_ip: IpAddr) {
-        let entry = FdbEntry {
-            mac: super::vtep_mac(node_ip),
-            dst: node_ip,
-        };
-        self.ns.nl.del_fdb(self.vxlan_index(), &entry).unwrap();
-    }
-
-    fn drop_overlay_route(&self, cidr: &str) {
-        self.ns
-            .sh("ip", &["route", "del", cidr, "dev", VXLAN_DEVICE]);
-    }
-
-    fn drop_firewall_pod_range(&self, cidr: &str) {
-        let set = if net(cidr).is_ipv4() {
-            "pods4"
-        } else {
-            "pods6"
-        };
-        let elem = format!("{{ {cidr} }}");
-        self.ns.sh(
-            "nft",
-            &["delete", "element", "inet", "cni-rs", set, elem.as_str()],
-        );
-    }
-
-    fn drop_firewall_table(&self) {
-        self.ns.sh("nft", &["delete", "table", "inet", "cni-rs"]);
-    }
-
-    fn nft_usable(&self, test: &str) -> bool {
-        testkit::available(
-            test,
-            "nft (apt-get install nftables)",
-            self.ns.run("nft", &["--version"]).is_some(),
-        )
-    }
 }
 
 /// Each scenario as two tests: `on_fake::NAME` and, as root, `on_kernel::NAME`.
