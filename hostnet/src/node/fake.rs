@@ -1,5 +1,7 @@
 //! An in-memory [`NodeNet`]: routes (ours and someone else's), local addresses, on-link
 //! prefixes, the firewall policy, a log of every change and failures on request.
+//! `scenarios.rs` runs the same scenarios on it and on the kernel: what it answers is
+//! what the kernel answers (each rule below names the kernel behaviour it copies).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -7,18 +9,21 @@ use std::sync::Mutex;
 
 use ipnetwork::IpNetwork;
 
+use super::firewall::interval_elems;
 use super::{
-    Drift, NodeNet, NodeNetError, NodePolicy, Notify, OverlayPeer, PodRoute, VxlanSpec, Watch,
-    libc_errno,
+    Drift, FamilyPolicy, NodeNet, NodeNetError, NodePolicy, Notify, OverlayPeer, PodRoute,
+    VxlanSpec, Watch, libc_errno,
 };
+use crate::nftnl::Elem;
 
 #[derive(Debug, Default)]
 pub struct FakeState {
     /// Our routes (protocol ROUTE_PROTO).
     pub ours: BTreeSet<PodRoute>,
-    /// Destinations held by routes that are not ours.
+    /// Destinations held by routes that are not ours (each via a gateway).
     pub foreign: BTreeSet<IpNetwork>,
-    /// Connected prefixes: an address in one of them is on-link.
+    /// Connected prefixes: an address in one of them is on-link, unless a more specific
+    /// route via a gateway covers it.
     pub connected: Vec<IpNetwork>,
     pub local: Vec<IpAddr>,
     pub firewall: Option<NodePolicy>,
@@ -32,10 +37,86 @@ pub struct FakeState {
     /// One line per change: `add 10.1.0.0/24 via 192.168.0.2`, `firewall`, ...
     pub log: Vec<String>,
     /// Operation names (`add_route`, `apply_firewall`, ...) that fail until removed.
-    pub fail: BTreeSet<&'static str>,
+    pub fail: Failures,
     /// The MTU of every interface (the default route's, the underlay's); None: no default
     /// route.
     pub mtu: Option<u32>,
+}
+
+/// The operations made to fail. As with `FakeKernel`, a failure listed but never met
+/// fails the test (when dropped, or removed unmet): the test exercised nothing, the
+/// operation was renamed or never called.
+#[derive(Debug, Default)]
+pub struct Failures {
+    listed: BTreeSet<&'static str>,
+    /// Listed ones an operation has met since they were listed.
+    met: BTreeSet<&'static str>,
+    /// Removed before any operation met them.
+    unmet: BTreeSet<&'static str>,
+    /// Tripwires: they fail an operation that must not be called, and are meant never
+    /// to be met.
+    forbidden: BTreeSet<&'static str>,
+}
+
+impl Failures {
+    /// `op` fails from now on; false if it already did.
+    pub fn insert(&mut self, op: &'static str) -> bool {
+        let new = self.listed.insert(op);
+        if new {
+            self.met.remove(op);
+        }
+        new
+    }
+
+    /// `op` must not be called: it fails if it is, and nothing is owed if it is not.
+    pub fn forbid(&mut self, op: &'static str) {
+        self.forbidden.insert(op);
+    }
+
+    /// `op` succeeds again; false if it was not failing.
+    pub fn remove(&mut self, op: &'static str) -> bool {
+        let forbidden = self.forbidden.remove(op);
+        let listed = self.listed.remove(op);
+        if listed && !self.met.remove(op) {
+            self.unmet.insert(op);
+        }
+        listed || forbidden
+    }
+
+    pub fn clear(&mut self) {
+        self.forbidden.clear();
+        for op in std::mem::take(&mut self.listed) {
+            if !self.met.remove(op) {
+                self.unmet.insert(op);
+            }
+        }
+    }
+
+    pub fn contains(&self, op: &str) -> bool {
+        self.listed.contains(op) || self.forbidden.contains(op)
+    }
+
+    /// Whether `op` fails now (and records that its failure was met).
+    fn meet(&mut self, op: &'static str) -> bool {
+        if self.listed.contains(op) {
+            self.met.insert(op);
+            return true;
+        }
+        self.forbidden.contains(op)
+    }
+}
+
+impl Drop for Failures {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let never: BTreeSet<_> = self.listed.difference(&self.met).collect();
+            assert!(
+                never.is_empty() && self.unmet.is_empty(),
+                "failures listed but never met: {:?}",
+                never.into_iter().chain(&self.unmet).collect::<Vec<_>>()
+            );
+        }
+    }
 }
 
 /// What the firewall table does to a packet leaving the node.
@@ -117,8 +198,8 @@ impl FakeNodeNet {
     }
 
     fn op(&self, name: &'static str) -> Result<std::sync::MutexGuard<'_, FakeState>, NodeNetError> {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if state.fail.contains(name) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.fail.meet(name) {
             return Err(NodeNetError {
                 op: name.to_string(),
                 reason: "injected failure".to_string(),
@@ -135,12 +216,77 @@ impl FakeState {
         PodRoute::first_to(&self.ours, dst).is_some()
     }
 
-    /// Whether an overlay peer other than `except` has a route to `dst`.
-    fn overlay_holds(&self, dst: &IpNetwork, except: Option<IpAddr>) -> bool {
-        self.overlay
-            .values()
-            .any(|p| Some(p.node_ip) != except && p.pod_cidrs.contains(dst))
+    /// Whether an overlay peer has a route to `dst`.
+    fn overlay_holds(&self, dst: &IpNetwork) -> bool {
+        self.overlay.values().any(|p| p.pod_cidrs.contains(dst))
     }
+
+    /// Whether a route already goes to exactly `dst`: the kernel's fib-match lookup finds
+    /// it (a connected prefix included), whatever its metric.
+    fn held(&self, dst: &IpNetwork) -> bool {
+        self.foreign.contains(dst)
+            || self.ours_to(dst)
+            || self.overlay_holds(dst)
+            || self.connected.iter().any(|c| c == dst)
+    }
+
+    /// Every local address: the links' and our device's (as the kernel's address dump).
+    fn local_addrs(&self) -> Vec<IpAddr> {
+        let device = self.vxlan.iter().flat_map(VxlanSpec::addrs);
+        self.local
+            .iter()
+            .copied()
+            .chain(device.map(|a| a.ip()))
+            .collect()
+    }
+
+    /// The kernel's answer for `addr`: the most specific route wins; local addresses and
+    /// connected prefixes have no gateway, every other route has one (a tie goes to the
+    /// connected prefix, whose metric 0 is below a foreign route's).
+    fn on_link(&self, addr: IpAddr) -> bool {
+        let host = |a: IpAddr| IpNetwork::from(a);
+        let direct = self.local_addrs().into_iter().map(host);
+        let direct = direct.chain(self.connected.iter().copied());
+        let via = self.ours.iter().map(|r| r.dst);
+        let via = via.chain(self.foreign.iter().copied());
+        let via = via.chain(self.overlay.values().flat_map(|p| p.pod_cidrs.clone()));
+        let best = |nets: &mut dyn Iterator<Item = IpNetwork>| {
+            nets.filter(|n| n.contains(addr)).map(|n| n.prefix()).max()
+        };
+        match (best(&mut direct.into_iter()), best(&mut via.into_iter())) {
+            (Some(d), Some(v)) => d >= v,
+            (d, _) => d.is_some(),
+        }
+    }
+
+    /// A gateway must be on a link: the kernel refuses one that no connected prefix holds
+    /// (ENETUNREACH; IPv6 EHOSTUNREACH), even when a route via another gateway reaches it.
+    fn gateway_on_link(&self, op: &str, route: &PodRoute) -> Result<(), NodeNetError> {
+        if self.connected.iter().any(|c| c.contains(route.gateway)) {
+            return Ok(());
+        }
+        let errno = if route.gateway.is_ipv4() {
+            nix::libc::ENETUNREACH
+        } else {
+            nix::libc::EHOSTUNREACH
+        };
+        Err(NodeNetError {
+            op: op.to_string(),
+            reason: "Nexthop has invalid gateway".to_string(),
+            errno: Some(errno),
+        })
+    }
+}
+
+/// `policy` as the kernel holds it, to compare: per family, the interval set elements of
+/// its pod and no-masquerade ranges (order, duplicates and covered ranges vanish); an
+/// empty policy is no table at all.
+fn held_policy(policy: &NodePolicy) -> [Option<[Vec<Elem>; 2]>; 2] {
+    let held = |f: &Option<FamilyPolicy>, key_len| {
+        f.as_ref()
+            .map(|f| [&f.pod_cidrs, &f.no_masquerade].map(|c| interval_elems(c, key_len)))
+    };
+    [held(&policy.v4, 4), held(&policy.v6, 16)]
 }
 
 fn exists(op: &str) -> NodeNetError {
@@ -166,12 +312,10 @@ impl NodeNet for FakeNodeNet {
 
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
         let mut s = self.op("add_route")?;
-        if s.foreign.contains(&route.dst)
-            || s.ours_to(&route.dst)
-            || s.overlay_holds(&route.dst, None)
-        {
+        if s.held(&route.dst) {
             return Err(exists("add_route"));
         }
+        s.gateway_on_link("add_route", route)?;
         s.ours.insert(route.clone());
         s.log
             .push(format!("add {} via {}", route.dst, route.gateway));
@@ -180,6 +324,7 @@ impl NodeNet for FakeNodeNet {
 
     fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
         let mut s = self.op("replace_route")?;
+        s.gateway_on_link("replace_route", route)?;
         s.ours.retain(|r| r.dst != route.dst);
         s.ours.insert(route.clone());
         s.log
@@ -198,26 +343,35 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError> {
-        Ok(self
-            .op("on_link")?
-            .connected
-            .iter()
-            .any(|n| n.contains(addr)))
+        Ok(self.op("on_link")?.on_link(addr))
     }
 
     fn local_addrs(&self) -> Result<Vec<IpAddr>, NodeNetError> {
-        Ok(self.op("local_addrs")?.local.clone())
+        Ok(self.op("local_addrs")?.local_addrs())
     }
 
     fn apply_firewall(&self, policy: &NodePolicy) -> Result<(), NodeNetError> {
         let mut s = self.op("apply_firewall")?;
+        // As `firewall::apply_batch`: a pod range of everything is refused.
+        let pods = [&policy.v4, &policy.v6].into_iter().flatten();
+        let all = pods.flat_map(|f| &f.pod_cidrs).find(|c| c.prefix() == 0);
+        if let Some(all) = all {
+            return Err(NodeNetError {
+                op: "apply_firewall".to_string(),
+                reason: format!("pod CIDR {all} would forward and masquerade everything"),
+                errno: None,
+            });
+        }
         s.firewall = Some(policy.clone());
         s.log.push("firewall".to_string());
         Ok(())
     }
 
     fn firewall_matches(&self, policy: &NodePolicy) -> Result<bool, NodeNetError> {
-        Ok(self.op("firewall_matches")?.firewall.as_ref() == Some(policy))
+        let s = self.op("firewall_matches")?;
+        let none = NodePolicy::default();
+        let held = held_policy(s.firewall.as_ref().unwrap_or(&none));
+        Ok(held == held_policy(policy))
     }
 
     fn remove_firewall(&self) -> Result<(), NodeNetError> {
@@ -264,9 +418,14 @@ impl NodeNet for FakeNodeNet {
             s.log
                 .push(format!("vxlan vni {} local {}", spec.vni, spec.local));
         }
-        if s.vxlan != Some(*spec) {
-            s.vxlan = Some(*spec);
+        // IPv4 flushes its routes through a device that loses its last IPv4 address
+        // (IPv6 keeps them: the device keeps its link-local address).
+        if s.vxlan.is_some_and(|v| v.addr4.is_some()) && spec.addr4.is_none() {
+            for p in s.overlay.values_mut() {
+                p.pod_cidrs.retain(IpNetwork::is_ipv6);
+            }
         }
+        s.vxlan = Some(*spec);
         Ok(())
     }
 
@@ -297,17 +456,26 @@ impl NodeNet for FakeNodeNet {
                 errno: Some(libc_errno::ENODEV),
             });
         }
-        let held = peer.pod_cidrs.iter().any(|c| {
-            s.foreign.contains(c) || s.ours_to(c) || s.overlay_holds(c, Some(peer.node_ip))
-        });
+        // Another peer's overlay range is taken over (the kernel replaces the route and
+        // the neighbour entry); any other route to it stays and refuses the peer.
+        let held = peer
+            .pod_cidrs
+            .iter()
+            .any(|c| !s.overlay_holds(c) && s.held(c));
         if held {
             return Err(exists("add_overlay_peer"));
         }
-        let peer = OverlayPeer::new(peer.node_ip, peer.pod_cidrs.clone());
+        for p in s.overlay.values_mut() {
+            p.pod_cidrs.retain(|c| !peer.pod_cidrs.contains(c));
+        }
         let cidrs: Vec<String> = peer.pod_cidrs.iter().map(ToString::to_string).collect();
         s.log
             .push(format!("overlay {} {}", peer.node_ip, cidrs.join(",")));
-        s.overlay.insert(peer.node_ip, peer);
+        // The entries are replaced, not the peer: its other ranges' routes stay.
+        let had = s.overlay.remove(&peer.node_ip).map(|p| p.pod_cidrs);
+        let cidrs = [had.unwrap_or_default(), peer.pod_cidrs.clone()].concat();
+        s.overlay
+            .insert(peer.node_ip, OverlayPeer::new(peer.node_ip, cidrs));
         Ok(())
     }
 
@@ -353,7 +521,8 @@ mod unit {
 
     #[test]
     fn overlay_and_direct_routes_exclude_each_other_and_a_new_device_drops_peers() {
-        let k = FakeNodeNet::default();
+        // The direct route's gateway on the node's lan (the kernel wants it on-link).
+        let k = FakeNodeNet::new(vec!["192.168.10.0/24".parse().unwrap()], vec![]);
         let cidr: IpNetwork = "10.244.3.0/24".parse().unwrap();
         let peer = OverlayPeer::new("192.168.20.21".parse().unwrap(), vec![cidr]);
         assert_eq!(
@@ -377,6 +546,53 @@ mod unit {
         assert!(k.add_overlay_peer(&peer).unwrap_err().is_exists());
         k.remove_vxlan().unwrap();
         assert_eq!(k.our_routes().unwrap(), vec![direct]);
+    }
+
+    /// Issue 28, item 5: a failure no operation met means the test exercised nothing.
+    #[test]
+    #[should_panic(expected = "failures listed but never met: [\"add_rout\"]")]
+    fn a_failure_never_met_fails_the_test() {
+        let k = FakeNodeNet::default();
+        k.with(|s| s.fail.insert("add_rout"));
+        k.our_routes().unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "failures listed but never met: [\"apply_firewall\"]")]
+    fn a_failure_removed_before_it_was_met_fails_the_test() {
+        let k = FakeNodeNet::default();
+        k.with(|s| {
+            s.fail.insert("our_routes");
+            s.fail.insert("apply_firewall");
+        });
+        k.our_routes().unwrap_err();
+        k.with(|s| s.fail.clear());
+        k.our_routes().unwrap();
+    }
+
+    #[test]
+    fn a_forbidden_operation_fails_and_is_owed_nothing() {
+        let k = FakeNodeNet::default();
+        k.with(|s| {
+            s.fail.forbid("our_routes");
+            s.fail.forbid("overlay_peers");
+        });
+        k.our_routes().unwrap_err();
+        k.with(|s| s.fail.remove("our_routes"));
+        k.our_routes().unwrap();
+    }
+
+    #[test]
+    fn a_failure_met_then_removed_passes() {
+        let k = FakeNodeNet::default();
+        k.with(|s| s.fail.insert("remove_firewall"));
+        k.remove_firewall().unwrap_err();
+        k.remove_firewall().unwrap_err();
+        k.with(|s| s.fail.remove("remove_firewall"));
+        k.remove_firewall().unwrap();
+        // Listed anew, it must be met anew.
+        k.with(|s| s.fail.insert("remove_firewall"));
+        k.remove_firewall().unwrap_err();
     }
 
     /// Issue 27, item 9: what leaves the cluster is masqueraded with random source ports;

@@ -116,13 +116,17 @@ pub trait NodeNet {
     fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError>;
     /// Adds a route that must not exist yet (`NLM_F_EXCL`): a route of someone else to the
     /// same destination (whatever its metric) makes this fail with EEXIST and is left alone.
+    /// The gateway must be on a link (a connected prefix holds it): ENETUNREACH otherwise
+    /// (IPv6: EHOSTUNREACH), also when a route via another gateway reaches it.
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
     /// [`NodeNet::add_route`] for each of `routes`, its result in order; one failing stops
     /// none of the others. [`HostNodeNet`] pipelines them.
     fn add_routes(&self, routes: &[PodRoute]) -> Vec<Result<(), NodeNetError>> {
         routes.iter().map(|r| self.add_route(r)).collect()
     }
-    /// Replaces our route to `route.dst` (a changed gateway) in one message.
+    /// Replaces our route to `route.dst` (a changed gateway) in one message. The kernel
+    /// matches the route replaced by destination and metric, not protocol: call it only
+    /// for a destination of ours (someone else's route at our metric would be replaced).
     fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
     /// Deletes our route (matched by destination, gateway and protocol).
     fn del_route(&self, route: &PodRoute) -> Result<(), NodeNetError>;
@@ -206,6 +210,8 @@ pub trait NodeNet {
 
 #[cfg(test)]
 mod overlay_tests;
+#[cfg(test)]
+mod scenarios;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
