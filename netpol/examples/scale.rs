@@ -35,6 +35,7 @@ fn pod(i: u32) -> Pod {
         host_network: false,
         ips: vec![ip],
         named_ports: vec![("http".into(), netpol::validate::Protocol::Tcp, 8080)],
+        created: String::new(),
     }
 }
 

@@ -7,6 +7,7 @@
 //! `eval` (the program run on one packet, as nftables would).
 
 pub mod addr;
+pub mod build;
 pub mod cluster;
 pub mod compile;
 pub mod diff;
