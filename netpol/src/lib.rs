@@ -11,6 +11,7 @@ pub mod build;
 pub mod cluster;
 pub mod compile;
 pub mod diff;
+pub mod engine;
 pub mod eval;
 pub mod members;
 pub mod model;
