@@ -170,6 +170,12 @@ impl Engine {
         for ns in namespaces {
             self.set_namespace(ns);
         }
+        let pods = pods.into_iter();
+        // Exact capacity: growth by doubling would leave up to half of it unused.
+        let n = pods.size_hint().0;
+        self.st.pods.reserve(n);
+        self.st.ids.reserve(n);
+        self.st.claims.reserve(n);
         for p in pods {
             self.set_pod(p);
         }
