@@ -2,7 +2,7 @@
 //! named ports, namespaces with their effective labels, policies checked (refused ones
 //! replaced by their deny-all stand-ins, the errors kept for logs and metrics).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use crate::addr::Family;
@@ -22,6 +22,8 @@ pub struct Pod {
     pub ips: Vec<IpAddr>,
     /// `(name, protocol, port)` of every named container port.
     pub named_ports: Vec<(String, Protocol, u16)>,
+    /// `metadata.creationTimestamp` as sent (empty when absent: the oldest).
+    pub created: String,
 }
 
 impl Pod {
@@ -60,6 +62,7 @@ impl Pod {
             host_network: p.spec.host_network,
             ips,
             named_ports,
+            created: p.metadata.creation_timestamp.clone(),
         }
     }
 
@@ -73,6 +76,17 @@ impl Pod {
             .iter()
             .find(|(n, p, _)| n == name && *p == proto)
             .map(|x| x.2)
+    }
+
+    /// Whether this pod keeps an address `other` claims too. Two policed pods with one
+    /// address is a stale status (a deleted pod's address already reused): the newer pod
+    /// (later `creationTimestamp`) is the likely holder; a tie goes to the first by
+    /// namespace/name. The other pod is seen without that address, everywhere.
+    pub fn owns_against(&self, other: &Pod) -> bool {
+        fn rank(p: &Pod) -> (std::cmp::Reverse<&str>, &str, &str) {
+            (std::cmp::Reverse(&p.created), &p.namespace, &p.name)
+        }
+        rank(self) <= rank(other)
     }
 
     /// Whether policies apply to it and selectors see it.
@@ -135,6 +149,25 @@ impl Cluster {
 
     pub fn node_addrs(&self, node: &str) -> &[IpAddr] {
         self.nodes.get(node).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The cluster as policies see it: each address claimed by two policed pods kept by
+    /// one (`Pod::owns_against`), removed from the others.
+    pub fn with_owners(&self) -> Cluster {
+        let mut owner: HashMap<IpAddr, usize> = HashMap::new();
+        for (i, p) in self.pods.iter().enumerate().filter(|(_, p)| p.policed()) {
+            for ip in &p.ips {
+                let o = owner.entry(*ip).or_insert(i);
+                if p.owns_against(&self.pods[*o]) {
+                    *o = i;
+                }
+            }
+        }
+        let mut c = self.clone();
+        for (i, p) in c.pods.iter_mut().enumerate().filter(|(_, p)| p.policed()) {
+            p.ips.retain(|ip| owner[ip] == i);
+        }
+        c
     }
 
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {

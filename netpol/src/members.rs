@@ -2,10 +2,36 @@
 //! The full compile and the incremental update (`update`) both use these functions, so a
 //! pod event changes exactly the elements a full compile would.
 
+use std::borrow::Cow;
+
 use crate::addr::Family;
 use crate::cluster::{Cluster, Pod};
 use crate::program::Elem;
+use crate::select::Labels;
 use crate::validate::{Direction, Namespaces, Peer, Policy, PortMatch, Rule};
+
+/// What set membership reads of the cluster: a `Cluster` (every pod, the plain way) or
+/// the incremental engine's indexed state.
+pub trait View {
+    /// A namespace's labels as selectors see them.
+    fn namespace_labels(&self, ns: &str) -> Cow<'_, Labels>;
+    /// Calls `f` on every pod `rule` of `policy` can pick or name a port of (more is
+    /// fine: membership is decided by `rule_members`).
+    fn candidates(&self, policy: &Policy, rule: &Rule, f: &mut dyn FnMut(&Pod));
+}
+
+impl View for Cluster {
+    fn namespace_labels(&self, ns: &str) -> Cow<'_, Labels> {
+        match self.namespaces.get(ns) {
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(Cluster::namespace_labels(self, ns)),
+        }
+    }
+
+    fn candidates(&self, _: &Policy, _: &Rule, f: &mut dyn FnMut(&Pod)) {
+        self.pods.iter().for_each(f);
+    }
+}
 
 /// A set whose elements follow pods anywhere in the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,7 +52,7 @@ pub enum Source {
 }
 
 /// Whether a rule's selector peers pick `pod` (a hostNetwork pod is never picked).
-pub fn picks(c: &Cluster, policy_ns: &str, peers: &[Peer], pod: &Pod) -> bool {
+pub fn picks<V: View + ?Sized>(c: &V, policy_ns: &str, peers: &[Peer], pod: &Pod) -> bool {
     pod.policed()
         && peers.iter().any(|peer| match peer {
             Peer::Block { .. } => false,
@@ -100,8 +126,8 @@ pub fn members(c: &Cluster, src: &Source, pod: &Pod) -> Vec<Elem> {
 }
 
 /// `members` with the policy and rule at hand (the full compile's loop).
-pub fn rule_members(
-    c: &Cluster,
+pub fn rule_members<V: View + ?Sized>(
+    c: &V,
     p: &Policy,
     rule: &Rule,
     named: bool,

@@ -25,6 +25,10 @@ pub struct ObjectMeta {
     pub name: String,
     #[serde(deserialize_with = "nullable")]
     pub resource_version: String,
+    /// RFC 3339 in UTC at second precision (`2024-05-01T10:00:00Z`), so text order is time
+    /// order. Decides which of two pods claiming one address keeps it (`cluster::owns`).
+    #[serde(deserialize_with = "nullable")]
+    pub creation_timestamp: String,
     #[serde(deserialize_with = "nullable")]
     pub labels: BTreeMap<String, String>,
 }

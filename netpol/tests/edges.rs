@@ -248,3 +248,29 @@ fn objects_decode_as_the_api_sends_them() {
         "from: null is every peer"
     );
 }
+
+#[test]
+fn an_address_two_local_pods_claim_has_one_dispatch_element() {
+    // x/a and x/twin (both node-1, both isolated, by different policies) report one
+    // address: the dispatch map would hold two elements with one key; the newer keeps it.
+    let mut w = World::upstream()
+        .policy("x", "a", json!({"podSelector": {"matchLabels": {"pod": "a"}}, "ingress": [{"ports": [{"port": 80}]}]}))
+        .policy("x", "twin", json!({"podSelector": {"matchLabels": {"pod": "twin"}}, "ingress": [{"ports": [{"port": 81}]}]}));
+    let mut twin = w.pods[0].clone();
+    twin["metadata"]["name"] = json!("twin");
+    twin["metadata"]["labels"] = json!({"pod": "twin"});
+    twin["metadata"]["creationTimestamp"] = json!("2024-01-01T00:00:01Z");
+    w.pods[0]["metadata"]["creationTimestamp"] = json!("2024-01-01T00:00:00Z");
+    w.pods.push(twin);
+    let net = w.build();
+    let ip: std::net::IpAddr = "10.1.1.1".parse().unwrap();
+    let jumps: Vec<_> = net.programs[0]
+        .sets
+        .values()
+        .flat_map(|s| &s.elems)
+        .filter(|e| matches!(e, netpol::program::Elem::Jump(i, _) if *i == ip))
+        .collect();
+    assert_eq!(jumps.len(), 1, "{jumps:?}");
+    assert!(net.reach4("y/a", "x/twin", TCP, 81), "x/twin's policy");
+    assert!(!net.reach4("y/a", "x/twin", TCP, 80));
+}

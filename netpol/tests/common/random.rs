@@ -158,16 +158,22 @@ pub fn world(r: &mut Rng) -> World {
         }
     }
     for i in 0..1 + r.below(4) {
-        let mut spec = json!({"podSelector": selector(r)});
-        match r.below(4) {
-            0 => {}
-            1 => spec["policyTypes"] = json!(["Ingress"]),
-            2 => spec["policyTypes"] = json!(["Egress"]),
-            _ => spec["policyTypes"] = json!(["Ingress", "Egress"]),
-        }
-        spec["ingress"] = Value::Array(rules(r, "from"));
-        spec["egress"] = Value::Array(rules(r, "to"));
+        let spec = policy_spec(r);
         w = w.policy(r.pick(&NAMESPACES), &format!("p{i}"), spec);
     }
     w
+}
+
+/// A random policy's spec (a few of them refused).
+pub fn policy_spec(r: &mut Rng) -> Value {
+    let mut spec = json!({"podSelector": selector(r)});
+    match r.below(4) {
+        0 => {}
+        1 => spec["policyTypes"] = json!(["Ingress"]),
+        2 => spec["policyTypes"] = json!(["Egress"]),
+        _ => spec["policyTypes"] = json!(["Ingress", "Egress"]),
+    }
+    spec["ingress"] = Value::Array(rules(r, "from"));
+    spec["egress"] = Value::Array(rules(r, "to"));
+    spec
 }

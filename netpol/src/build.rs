@@ -1,0 +1,227 @@
+//! One policy's objects for one direction: its chain and the sets its rules match on
+//! (`compile` makes them for every policy selecting a local pod, the engine for the one
+//! policy an event touches). Membership is read through `members::View`.
+
+use std::collections::BTreeSet;
+
+use crate::addr::{Family, RangeSet};
+use crate::cluster::Pod;
+use crate::compile::policy_chain;
+use crate::members::{Source, View, named_ports, rule_members};
+use crate::program::*;
+use crate::validate::{Direction, Peer, Policy, PortMatch, Rule as PolicyRule};
+
+/// Every element `rule` of `p` puts into a set of family `f` (`named`: its egress
+/// named ports' set; else its peer pods' set), over the view's candidates.
+fn members_of<V: View + ?Sized>(
+    c: &V,
+    p: &Policy,
+    rule: &PolicyRule,
+    named: bool,
+    f: Family,
+) -> BTreeSet<Elem> {
+    let mut out = BTreeSet::new();
+    c.candidates(p, rule, &mut |pod| {
+        out.extend(rule_members(c, p, rule, named, f, pod));
+    });
+    out
+}
+
+/// The chain of one policy's rules for `dir`, and their sets.
+pub fn policy<V: View + ?Sized>(prog: &mut Program, c: &V, p: &Policy, dir: Direction) {
+    let rules = p.rules(dir).unwrap_or_default();
+    if rules.is_empty() {
+        return;
+    }
+    let chain = policy_chain(p, dir);
+    let mut out = Vec::new();
+    for (r, rule) in rules.iter().enumerate() {
+        let base = format!("{chain}{r}");
+        let peers = peer_matches(prog, c, p, dir, r, rule, &base);
+        let ports = port_matches(prog, rule, &base);
+        // One nft rule per alternative of peer and of port (a k8s rule is an OR of its
+        // peers and of its ports); an address set only meets its own family.
+        for (pf, pm) in &peers {
+            for (qf, qm) in &ports {
+                if pf.is_some() && qf.is_some() && pf != qf {
+                    continue;
+                }
+                let matches = pm.iter().chain(qm).cloned().collect();
+                out.push(Rule {
+                    matches,
+                    verdict: Verdict::Accept,
+                });
+            }
+        }
+    }
+    prog.chains.insert(
+        chain,
+        Chain {
+            hook: None,
+            rules: out,
+        },
+    );
+}
+
+type Alternative = (Option<Family>, Option<Match>);
+
+/// The peer alternatives of a rule: any peer, or per family its selected pods' set
+/// (hash, follows pods) and its ipBlocks' set (intervals, follows the policy).
+fn peer_matches<V: View + ?Sized>(
+    prog: &mut Program,
+    c: &V,
+    p: &Policy,
+    dir: Direction,
+    r: usize,
+    rule: &PolicyRule,
+    base: &str,
+) -> Vec<Alternative> {
+    let Some(peers) = &rule.peers else {
+        return vec![(None, None)];
+    };
+    let field = match dir {
+        Direction::Ingress => Field::Saddr,
+        Direction::Egress => Field::Daddr,
+    };
+    let mut out = vec![];
+    for f in Family::BOTH {
+        if peers.iter().any(|x| matches!(x, Peer::Pods { .. })) {
+            let name = format!("{base}-pods{}", f.suffix());
+            let src = Source::PeerPods {
+                policy: p.key(),
+                dir,
+                rule: r,
+                family: f,
+            };
+            let elems = members_of(c, p, rule, false, f);
+            prog.sets.insert(
+                name.clone(),
+                Set {
+                    kind: SetKind::Addrs(f),
+                    elems,
+                },
+            );
+            prog.sources.insert(name.clone(), src);
+            out.push((Some(f), Some(Match::AddrIn(field, name))));
+        }
+        let mut blocks = RangeSet::new(f);
+        for x in peers {
+            if let Peer::Block { cidr, except } = x {
+                blocks.add_net_except(*cidr, except);
+            }
+        }
+        let ranges = blocks.into_ranges();
+        // A family no block of the rule covers gets no set and no rule.
+        if !ranges.is_empty() {
+            let name = format!("{base}-block{}", f.suffix());
+            let elems = ranges.into_iter().map(Elem::Range).collect();
+            prog.sets.insert(
+                name.clone(),
+                Set {
+                    kind: SetKind::Ranges(f),
+                    elems,
+                },
+            );
+            out.push((Some(f), Some(Match::AddrIn(field, name))));
+        }
+    }
+    out
+}
+
+/// The port alternatives of a rule: any port and protocol, the numeric ports' set, and
+/// per family the set of where its named ports resolve.
+fn port_matches(prog: &mut Program, rule: &PolicyRule, base: &str) -> Vec<Alternative> {
+    let Some(ports) = &rule.ports else {
+        return vec![(None, None)];
+    };
+    let mut out = vec![];
+    let numeric: Vec<Elem> = ports
+        .iter()
+        .filter_map(|pt| match pt.port {
+            PortMatch::Any => Some(Elem::ProtoPorts(pt.protocol.number(), 0, u16::MAX)),
+            PortMatch::Range(a, b) => Some(Elem::ProtoPorts(pt.protocol.number(), a, b)),
+            PortMatch::Named(_) => None,
+        })
+        .collect();
+    if !numeric.is_empty() {
+        let name = format!("{base}-ports");
+        let set = Set {
+            kind: SetKind::ProtoPorts,
+            elems: merge_ports(numeric),
+        };
+        prog.sets.insert(name.clone(), set);
+        out.push((None, Some(Match::ProtoPortIn(name))));
+    }
+    if ports
+        .iter()
+        .any(|pt| matches!(pt.port, PortMatch::Named(_)))
+    {
+        for f in Family::BOTH {
+            let name = format!("{base}-named{}", f.suffix());
+            let set = Set {
+                kind: SetKind::AddrProtoPorts(f),
+                elems: BTreeSet::new(),
+            };
+            prog.sets.insert(name.clone(), set);
+            out.push((Some(f), Some(Match::DaddrProtoPortIn(name))));
+        }
+    }
+    out
+}
+
+/// Fills the named-port sets: ingress from the local pods the policy selects, egress
+/// from every pod (`members`), recorded as a source so remote pod events update it.
+pub fn named_sets<V: View + ?Sized>(
+    prog: &mut Program,
+    c: &V,
+    p: &Policy,
+    dir: Direction,
+    targets: &[&Pod],
+) {
+    let Some(rules) = p.rules(dir) else { return };
+    let chain = policy_chain(p, dir);
+    for (r, rule) in rules.iter().enumerate() {
+        for f in Family::BOTH {
+            let name = format!("{chain}{r}-named{}", f.suffix());
+            let Some(set) = prog.sets.get_mut(&name) else {
+                continue;
+            };
+            match dir {
+                Direction::Ingress => {
+                    set.elems = targets
+                        .iter()
+                        .flat_map(|t| named_ports(t, rule, f))
+                        .collect();
+                }
+                Direction::Egress => {
+                    let src = Source::EgressNamed {
+                        policy: p.key(),
+                        rule: r,
+                        family: f,
+                    };
+                    set.elems = members_of(c, p, rule, true, f);
+                    prog.sources.insert(name, src);
+                }
+            }
+        }
+    }
+}
+
+/// Port ranges of one protocol merged where they overlap or touch (the kernel refuses
+/// overlapping intervals in a set).
+fn merge_ports(mut elems: Vec<Elem>) -> BTreeSet<Elem> {
+    elems.sort();
+    let mut out: Vec<(u8, u16, u16)> = Vec::new();
+    for e in elems {
+        let Elem::ProtoPorts(p, a, b) = e else {
+            continue;
+        };
+        match out.last_mut() {
+            Some((lp, _, end)) if *lp == p && a <= end.saturating_add(1) => *end = (*end).max(b),
+            _ => out.push((p, a, b)),
+        }
+    }
+    out.into_iter()
+        .map(|(p, a, b)| Elem::ProtoPorts(p, a, b))
+        .collect()
+}

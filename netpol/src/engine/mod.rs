@@ -1,0 +1,337 @@
+//! The long-lived, incremental form of `compile`: the cluster view with its indexes and
+//! the node's current `Program`, kept equal to `compile` of the same objects (a generated
+//! test checks it after every event). Each event returns the `Changes` for the kernel,
+//! exactly what `diff` of the programs before and after would give, computed from the
+//! objects the event touches:
+//! - a pod: the sets whose sources its old or new version belongs to (a scan of the
+//!   node's active policies' rules, not of the pods), and for a pod of this node its
+//!   dispatch, selection chain and the policies it starts or stops being selected by;
+//! - a namespace's labels: the pods of that namespace against the same rules;
+//! - a policy: that policy's chains and sets (rebuilt from the indexes: pods by
+//!   namespace, namespaces by selector) and the local pods of its namespace.
+
+mod local;
+mod pods;
+mod tx;
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use crate::cluster::Pod;
+use crate::compile::base_program;
+use crate::diff::{Changes, diff};
+use crate::members::{Source, View, rule_members};
+use crate::model;
+use crate::program::{Elem, Program};
+use crate::select::{Labels, namespace_labels};
+use crate::validate::{Direction, Namespaces, Peer, Policy, PolicyError, Rule};
+use local::Local;
+use tx::Tx;
+
+/// A policy's identity: namespace, name (this order is the order `compile` lists them).
+pub(crate) type Key = (String, String);
+
+/// A pod as seen: `pod.ips` only the addresses it owns; `claimed` all it reports.
+struct Entry {
+    pod: Pod,
+    claimed: Vec<IpAddr>,
+}
+
+/// The cluster, indexed.
+#[derive(Default)]
+pub(crate) struct State {
+    ids: HashMap<(String, String), u32>,
+    /// By id; `None`: a free slot (in `free`).
+    pods: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    /// Policed pods by namespace: the candidates of a selector peer.
+    by_ns: HashMap<String, BTreeSet<u32>>,
+    /// Policed pods claiming each address (usually one).
+    claims: HashMap<IpAddr, Vec<u32>>,
+    /// Namespaces we have an object for, with their labels as selectors see them.
+    namespaces: BTreeMap<String, Labels>,
+    policies: BTreeMap<Key, Policy>,
+    refused: BTreeMap<String, PolicyError>,
+}
+
+impl State {
+    fn pod(&self, id: u32) -> &Pod {
+        &self.pods[id as usize].as_ref().expect("live id").pod
+    }
+
+    fn policy_of(&self, key: &str) -> Option<&Policy> {
+        let (ns, name) = key.split_once('/')?;
+        self.policies.get(&(ns.to_string(), name.to_string()))
+    }
+
+    /// What `pod` puts into the set `src` describes (`members::members`, indexed).
+    fn source_members(&self, src: &Source, pod: &Pod) -> Vec<Elem> {
+        let (key, dir, r, f, named) = match src {
+            Source::PeerPods {
+                policy,
+                dir,
+                rule,
+                family,
+            } => (policy, *dir, *rule, *family, false),
+            Source::EgressNamed {
+                policy,
+                rule,
+                family,
+            } => (policy, Direction::Egress, *rule, *family, true),
+        };
+        let Some(p) = self.policy_of(key) else {
+            return vec![];
+        };
+        match p.rules(dir).and_then(|rs| rs.get(r)) {
+            Some(rule) => rule_members(self, p, rule, named, f, pod),
+            None => vec![],
+        }
+    }
+}
+
+impl View for State {
+    fn namespace_labels(&self, ns: &str) -> Cow<'_, Labels> {
+        match self.namespaces.get(ns) {
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(namespace_labels(ns, &Labels::new())),
+        }
+    }
+
+    fn candidates(&self, p: &Policy, rule: &Rule, f: &mut dyn FnMut(&Pod)) {
+        let peers = match &rule.peers {
+            Some(peers) if peers.iter().all(|x| matches!(x, Peer::Pods { .. })) => peers,
+            // Every peer, or an ipBlock (an egress named port resolves on any pod in it).
+            _ => {
+                self.pods.iter().flatten().for_each(|e| f(&e.pod));
+                return;
+            }
+        };
+        let mut spaces: BTreeSet<&str> = BTreeSet::new();
+        for peer in peers {
+            match peer {
+                Peer::Pods {
+                    namespaces: Namespaces::Own,
+                    ..
+                } => {
+                    spaces.insert(&p.namespace);
+                }
+                Peer::Pods {
+                    namespaces: Namespaces::Matching(s),
+                    ..
+                } => spaces.extend(
+                    self.by_ns
+                        .keys()
+                        .filter(|ns| s.matches(&View::namespace_labels(self, ns)))
+                        .map(String::as_str),
+                ),
+                Peer::Block { .. } => {}
+            }
+        }
+        for ns in spaces {
+            for &id in self.by_ns.get(ns).into_iter().flatten() {
+                f(self.pod(id));
+            }
+        }
+    }
+}
+
+/// One node's policy state, kept up to date event by event.
+pub struct Engine {
+    node: String,
+    st: State,
+    local: Local,
+    prog: Program,
+}
+
+impl Engine {
+    /// No objects yet: the base chains and empty dispatch maps.
+    pub fn new(node: &str, node_addrs: &[IpAddr]) -> Engine {
+        let mut prog = base_program();
+        prog.local = node_addrs.iter().copied().collect();
+        Engine {
+            node: node.to_string(),
+            st: State::default(),
+            local: Local::default(),
+            prog,
+        }
+    }
+
+    /// Loads a whole cluster (the first full programming): namespaces, then pods, then
+    /// policies, so each policy's sets are built once from the indexes. Returns the
+    /// changes from `Engine::new`'s program.
+    pub fn load(
+        &mut self,
+        namespaces: &[model::Namespace],
+        pods: impl IntoIterator<Item = Pod>,
+        policies: &[model::NetworkPolicy],
+    ) -> Changes {
+        let start = self.prog.clone();
+        for ns in namespaces {
+            self.set_namespace(ns);
+        }
+        let pods = pods.into_iter();
+        // Exact capacity: growth by doubling would leave up to half of it unused.
+        let n = pods.size_hint().0;
+        self.st.pods.reserve(n);
+        self.st.ids.reserve(n);
+        self.st.claims.reserve(n);
+        for p in pods {
+            self.set_pod(p);
+        }
+        for np in policies {
+            self.set_policy(np);
+        }
+        diff(&start, &self.prog)
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.prog
+    }
+
+    /// A pod added or changed (`Pod::from_object` of the API's object).
+    pub fn set_pod(&mut self, pod: Pod) -> Changes {
+        let key = (pod.namespace.clone(), pod.name.clone());
+        self.pod_event(key, Some(pod))
+    }
+
+    pub fn remove_pod(&mut self, namespace: &str, name: &str) -> Changes {
+        self.pod_event((namespace.to_string(), name.to_string()), None)
+    }
+
+    /// A namespace added or its labels changed.
+    pub fn set_namespace(&mut self, ns: &model::Namespace) -> Changes {
+        let name = &ns.metadata.name;
+        let labels = namespace_labels(name, &ns.metadata.labels);
+        self.namespace_event(name, Some(labels))
+    }
+
+    /// A namespace removed: selectors see only its name label (its pods go by their own
+    /// events).
+    pub fn remove_namespace(&mut self, name: &str) -> Changes {
+        self.namespace_event(name, None)
+    }
+
+    pub fn set_policy(&mut self, np: &model::NetworkPolicy) -> Changes {
+        let key = (np.metadata.namespace.clone(), np.metadata.name.clone());
+        match Policy::from_object(np) {
+            Ok(p) => self.policy_event(key, Some((p, None))),
+            Err(r) => self.policy_event(key, Some((r.stand_in, Some(r.error)))),
+        }
+    }
+
+    pub fn remove_policy(&mut self, namespace: &str, name: &str) -> Changes {
+        self.policy_event((namespace.to_string(), name.to_string()), None)
+    }
+
+    fn namespace_event(&mut self, name: &str, labels: Option<Labels>) -> Changes {
+        let new = labels
+            .clone()
+            .unwrap_or_else(|| namespace_labels(name, &Labels::new()));
+        if *View::namespace_labels(&self.st, name) == new {
+            match labels {
+                Some(l) => self.st.namespaces.insert(name.to_string(), l),
+                None => self.st.namespaces.remove(name),
+            };
+            return Changes::default();
+        }
+        // Only sets of rules with a namespace selector depend on namespace labels.
+        let sources: Vec<(&String, &Source)> = self
+            .prog
+            .sources
+            .iter()
+            .filter(|(_, src)| namespace_dependent(&self.st, src))
+            .collect();
+        let ids: Vec<u32> = self
+            .st
+            .by_ns
+            .get(name)
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        let elems = |st: &State| -> Vec<Vec<Elem>> {
+            let pods = ids.iter().map(|&id| st.pod(id));
+            pods.flat_map(|p| sources.iter().map(|(_, s)| st.source_members(s, p)))
+                .collect()
+        };
+        let before = elems(&self.st);
+        match labels {
+            Some(l) => self.st.namespaces.insert(name.to_string(), l),
+            None => self.st.namespaces.remove(name),
+        };
+        let after = elems(&self.st);
+        let names: Vec<String> = sources.iter().map(|(n, _)| (*n).clone()).collect();
+        let mut tx = Tx::new(&mut self.prog);
+        let per_pod = names.len().max(1);
+        for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+            let set = &names[i % per_pod];
+            b.iter()
+                .filter(|e| !a.contains(e))
+                .for_each(|e| tx.remove(set, e));
+            a.iter()
+                .filter(|e| !b.contains(e))
+                .for_each(|e| tx.insert(set, e.clone()));
+        }
+        tx.finish()
+    }
+
+    fn policy_event(&mut self, key: Key, new: Option<(Policy, Option<PolicyError>)>) -> Changes {
+        let name = format!("{}/{}", key.0, key.1);
+        let mut tx = Tx::new(&mut self.prog);
+        for dir in [Direction::Ingress, Direction::Egress] {
+            local::deactivate(&mut self.local, &mut tx, &key, dir);
+        }
+        self.st.refused.remove(&name);
+        match new {
+            Some((p, err)) => {
+                self.st.policies.insert(key.clone(), p);
+                if let Some(e) = err {
+                    self.st.refused.insert(name, e);
+                }
+            }
+            None => {
+                self.st.policies.remove(&key);
+            }
+        }
+        tx.prog.refused = self.st.refused.values().cloned().collect();
+        let mut dirty = BTreeSet::new();
+        for dir in [Direction::Ingress, Direction::Egress] {
+            dirty.insert((key.clone(), dir));
+        }
+        let ids: Vec<u32> = self.local.in_namespace(&key.0);
+        for id in ids {
+            let pod = self.st.pod(id);
+            self.local
+                .refresh(&self.st, &mut tx, id, Some(pod), &mut dirty);
+        }
+        self.local.rewrite_chains_of(&self.st, &mut tx, &key);
+        self.local.settle(&self.st, &mut tx, dirty);
+        tx.finish()
+    }
+}
+
+/// Whether a source's rule has a namespace-selector peer.
+fn namespace_dependent(st: &State, src: &Source) -> bool {
+    let (key, dir, r) = match src {
+        Source::PeerPods {
+            policy, dir, rule, ..
+        } => (policy, *dir, *rule),
+        Source::EgressNamed { policy, rule, .. } => (policy, Direction::Egress, *rule),
+    };
+    let rule = st
+        .policy_of(key)
+        .and_then(|p| p.rules(dir))
+        .and_then(|rs| rs.get(r));
+    rule.and_then(|r| r.peers.as_ref()).is_some_and(|peers| {
+        peers.iter().any(|x| {
+            matches!(
+                x,
+                Peer::Pods {
+                    namespaces: Namespaces::Matching(_),
+                    ..
+                }
+            )
+        })
+    })
+}
