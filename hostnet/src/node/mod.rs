@@ -10,13 +10,17 @@ use ipnetwork::IpNetwork;
 
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+#[cfg(any(test, feature = "fake"))]
+mod fake_policy;
 mod firewall;
 mod forwarding;
 mod host;
 mod overlay;
 mod overlay_host;
+mod policy;
 
 pub use host::HostNodeNet;
+pub use policy::PolicyNet;
 pub use overlay::{
     OverlayPeer, VXLAN_DEVICE, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, VxlanSpec, overlay_address,
     overlay_gateway, vtep_mac,
@@ -171,5 +175,11 @@ pub trait NodeNet {
 
 #[cfg(test)]
 mod overlay_tests;
+#[cfg(test)]
+mod policy_cluster;
+#[cfg(test)]
+mod policy_lab;
+#[cfg(test)]
+mod policy_tests;
 #[cfg(test)]
 mod tests;
