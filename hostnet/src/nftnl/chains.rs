@@ -73,7 +73,9 @@ pub fn parse_chain(answer: &Answer) -> Option<ListedChain> {
             Some(ListedHook {
                 hooknum: attr::as_u32(&attr::find(&h, 1)?)?,
                 priority: attr::as_u32(&attr::find(&h, 2)?)? as i32,
-                kind: attr::find(&a, 7).map(|t| attr::as_str(&t)).unwrap_or_default(),
+                kind: attr::find(&a, 7)
+                    .map(|t| attr::as_str(&t))
+                    .unwrap_or_default(),
                 policy_accept: attr::find(&a, 5).and_then(|p| attr::as_u32(&p)) == Some(1),
             })
         }

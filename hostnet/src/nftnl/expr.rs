@@ -92,7 +92,7 @@ pub enum Expr {
 /// The register nft loads the concatenation's part at `offset` bytes into: the
 /// 16-byte `NFT_REG_n` when it starts one, else the 4-byte `NFT_REG32_nn`.
 pub fn concat_reg(offset: u32) -> u32 {
-    if offset % 16 == 0 {
+    if offset.is_multiple_of(16) {
         REG_1 + offset / 16
     } else {
         8 + offset / 4

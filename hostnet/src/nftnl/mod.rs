@@ -15,9 +15,9 @@ mod sets;
 mod socket;
 
 pub use attr::Attrs;
-pub use error::NftError;
 pub use chains::*;
+pub use error::NftError;
 pub use expr::{CmpOp, Expr, META_L4PROTO, PAYLOAD_TRANSPORT, RTN_LOCAL, concat_reg};
-pub use sets::*;
 pub use objects::*;
+pub use sets::*;
 pub use socket::{Answer, Msg, NfSocket};

@@ -181,7 +181,9 @@ pub fn parse_elems(answer: &Answer) -> Option<Vec<SetElem>> {
         .into_iter()
         .map(|(_, el)| {
             let e = attr::parse(el);
-            let flags = attr::find(&e, 3).and_then(|f| attr::as_u32(&f)).unwrap_or(0);
+            let flags = attr::find(&e, 3)
+                .and_then(|f| attr::as_u32(&f))
+                .unwrap_or(0);
             let jump = match attr::find(&e, 2) {
                 Some(data) => Some(expr::parse_jump(&data)?),
                 None => None,

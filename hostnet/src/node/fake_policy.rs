@@ -35,14 +35,22 @@ fn held(p: &Program) -> Program {
 /// that is not there, or a set used for what its kind cannot match.
 fn check(op: &str, p: &Program) -> Result<(), NodeNetError> {
     policy::replace_batch(p).map_err(|e| refused(op, e.to_string(), libc_errno::ENOENT))?;
-    let targets = p.sets.values().flat_map(|s| &s.elems).filter_map(|e| match e {
-        Elem::Jump(_, c) => Some(c),
-        _ => None,
-    });
-    let jumps = p.chains.values().flat_map(|c| &c.rules).filter_map(|r| match &r.verdict {
-        netpol::program::Verdict::Jump(c) => Some(c),
-        _ => None,
-    });
+    let targets = p
+        .sets
+        .values()
+        .flat_map(|s| &s.elems)
+        .filter_map(|e| match e {
+            Elem::Jump(_, c) => Some(c),
+            _ => None,
+        });
+    let jumps = p
+        .chains
+        .values()
+        .flat_map(|c| &c.rules)
+        .filter_map(|r| match &r.verdict {
+            netpol::program::Verdict::Jump(c) => Some(c),
+            _ => None,
+        });
     for c in targets.chain(jumps) {
         if !p.chains.contains_key(c) {
             return Err(refused(op, format!("no chain {c}"), libc_errno::ENOENT));
@@ -54,9 +62,8 @@ fn check(op: &str, p: &Program) -> Result<(), NodeNetError> {
 /// Whether `changes` fit `p` as the kernel requires: what is deleted is there, elements
 /// go to sets that are (or are added), a set kept keeps its kind.
 fn fits(op: &str, p: &Program, ch: &Changes) -> Result<(), NodeNetError> {
-    let missing = |what: &str, name: &str| {
-        refused(op, format!("no {what} {name}"), libc_errno::ENOENT)
-    };
+    let missing =
+        |what: &str, name: &str| refused(op, format!("no {what} {name}"), libc_errno::ENOENT);
     for (name, kind) in &ch.add_sets {
         if p.sets.get(name).is_some_and(|s| s.kind != *kind) {
             let reason = format!("set {name} exists with another type");

@@ -20,11 +20,11 @@ mod overlay_host;
 mod policy;
 
 pub use host::HostNodeNet;
-pub use policy::PolicyNet;
 pub use overlay::{
     OverlayPeer, VXLAN_DEVICE, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, VxlanSpec, overlay_address,
     overlay_gateway, vtep_mac,
 };
+pub use policy::PolicyNet;
 
 /// The route protocol number that marks a route as the agent's (`ip route show proto 0xcb`).
 /// Unassigned in iproute2's `rt_protos` and by the projects we share nodes with (bird 12,

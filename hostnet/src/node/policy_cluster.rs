@@ -97,7 +97,9 @@ fn policies(with_db: bool) -> Vec<Value> {
 pub fn cluster(pods: usize, with_db: bool) -> Cluster {
     let namespaces: Vec<Namespace> = [("prod", "a"), ("dev", "b")]
         .iter()
-        .map(|(n, t)| serde_json::from_value(json!({"metadata": {"name": n, "labels": {"team": t}}})).unwrap())
+        .map(|(n, t)| {
+            serde_json::from_value(json!({"metadata": {"name": n, "labels": {"team": t}}})).unwrap()
+        })
         .collect();
     let mut objs: Vec<Value> = PODS[..pods]
         .iter()
@@ -132,7 +134,13 @@ pub fn endpoint(c: &Cluster, at: Option<usize>) -> Endpoint<'_> {
 
 /// The oracle's answer for a probe between two ends in `f` (the outside's address of
 /// that family).
-pub fn expected(c: &Cluster, src: Option<usize>, dst: Option<usize>, f: Family, probe: (u8, u16)) -> bool {
+pub fn expected(
+    c: &Cluster,
+    src: Option<usize>,
+    dst: Option<usize>,
+    f: Family,
+    probe: (u8, u16),
+) -> bool {
     let end = |at: Option<usize>| match at {
         None => Endpoint::Outside(outside(f)),
         some => endpoint(c, some),

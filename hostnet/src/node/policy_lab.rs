@@ -131,7 +131,9 @@ impl Lab {
                 node.nl.set_up(h).unwrap();
                 let e = pod.nl.link_by_name("eth0").unwrap().unwrap().index;
                 for (ip, len) in [(pod_ip(i, Family::V4), 24), (pod_ip(i, Family::V6), 64)] {
-                    pod.nl.add_address_nodad(e, net(&format!("{ip}/{len}"))).unwrap();
+                    pod.nl
+                        .add_address_nodad(e, net(&format!("{ip}/{len}")))
+                        .unwrap();
                 }
                 pod.nl.set_up(e).unwrap();
                 pod.default_via("10.50.0.1");
@@ -147,14 +149,30 @@ impl Lab {
                 for f in Family::BOTH {
                     let m = mac(j).map(|b| format!("{b:02x}")).join(":");
                     let to = pod_ip(j, f).to_string();
-                    let args = ["neigh", "replace", &to, "lladdr", &m, "dev", "eth0", "nud", "permanent"];
+                    let args = [
+                        "neigh",
+                        "replace",
+                        &to,
+                        "lladdr",
+                        &m,
+                        "dev",
+                        "eth0",
+                        "nud",
+                        "permanent",
+                    ];
                     pod.sh("ip", &args);
                 }
             }
         }
         let outside = Ns::new();
         let up = ["192.168.77.1/24", "fd77::1/64"];
-        node.link("ext0", &up, &outside, "eth0", &["192.168.77.2/24", "fd77::2/64"]);
+        node.link(
+            "ext0",
+            &up,
+            &outside,
+            "eth0",
+            &["192.168.77.2/24", "fd77::2/64"],
+        );
         outside.route_via(net("10.50.0.0/24"), "192.168.77.1".parse().unwrap());
         outside.route_via(net("fd50::/64"), "fd77::1".parse().unwrap());
         for path in [

@@ -12,7 +12,7 @@ use netpol::eval::Packet;
 use netpol::program::Program;
 
 use super::fake::FakeNodeNet;
-use super::policy_cluster::{NODE, NODE_IPS, PROBES, TCP, cluster, expected};
+use super::policy_cluster::{NODE, NODE_IPS, PROBES, cluster, expected};
 use super::policy_lab::{Lab, addr_of, connect, echoes, probe};
 use super::{PolicyNet, tests::ip};
 use testkit::privileged;
@@ -59,7 +59,11 @@ fn program(c: &Cluster, pods: usize) -> Program {
     p.local = NODE_IPS.iter().map(|s| ip(s)).collect();
     for case in cases(pods) {
         let want = expected(c, case.0, case.1, case.2, case.3);
-        assert_eq!(p.passes(&packet(&case)), Ok(want), "eval vs oracle {case:?}");
+        assert_eq!(
+            p.passes(&packet(&case)),
+            Ok(want),
+            "eval vs oracle {case:?}"
+        );
     }
     p
 }
@@ -82,8 +86,10 @@ fn the_fake_decides_as_the_oracle_and_refuses_a_change_that_does_not_fit() {
     }
     // Deleting what is not there fails whole: nothing of the batch happens.
     let mut bad = diff(&held, &program(&cluster(4, true), 4));
-    bad.del_elems.push((bad.add_elems[0].0.clone(), bad.add_elems[0].1.clone()));
-    bad.del_elems.push(("no-such-set".into(), bad.add_elems[0].1.clone()));
+    bad.del_elems
+        .push((bad.add_elems[0].0.clone(), bad.add_elems[0].1.clone()));
+    bad.del_elems
+        .push(("no-such-set".into(), bad.add_elems[0].1.clone()));
     assert!(fake.apply_policy(&bad).is_err());
     assert!(fake.policy_matches(&held).unwrap());
     fake.remove_policy().unwrap();
@@ -131,7 +137,9 @@ fn the_kernel_enforces_programs_and_their_diffs_as_the_oracle_says() {
     let first = program(&c, pods);
     k.replace_policy(&first).unwrap();
     assert!(k.policy_matches(&first).unwrap());
-    let listed = lab.node.sh("nft", &["list", "table", "inet", "cni-rs-netpol"]);
+    let listed = lab
+        .node
+        .sh("nft", &["list", "table", "inet", "cni-rs-netpol"]);
     for line in [
         "type filter hook forward priority filter - 1; policy accept;",
         "ct state established,related accept",
@@ -171,17 +179,22 @@ fn the_kernel_enforces_programs_and_their_diffs_as_the_oracle_says() {
     let (wrong, _) = disagreements(&lab, &c, pods);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(connect(&lab.outside, db).is_none(), "a new one is denied");
-    assert!(echoes(&mut kept), "the established one goes on (no conntrack flush)");
+    assert!(
+        echoes(&mut kept),
+        "the established one goes on (no conntrack flush)"
+    );
 
     // A change that does not fit the kernel fails whole and changes nothing.
     let mut bad = diff(&third, &second);
     bad.del_elems.push(bad.add_elems[0].clone());
     assert!(k.apply_policy(&bad).is_err());
     assert!(k.policy_matches(&third).unwrap());
-    assert_eq!(k.read_policy().unwrap().map(|p| p.chains), Some(third.chains.clone()));
+    assert_eq!(
+        k.read_policy().unwrap().map(|p| p.chains),
+        Some(third.chains.clone())
+    );
 
     k.remove_policy().unwrap();
     k.remove_policy().unwrap();
     assert!(k.policy_matches(&Program::default()).unwrap());
-    let _ = TCP;
 }

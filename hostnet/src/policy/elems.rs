@@ -76,7 +76,9 @@ pub fn kind_of(spec: &SetSpec) -> Option<SetKind> {
             ]
         })
         .chain([SetKind::ProtoPorts]);
-    kinds.into_iter().find(|k| set_spec(&spec.name, *k) == *spec)
+    kinds
+        .into_iter()
+        .find(|k| set_spec(&spec.name, *k) == *spec)
 }
 
 fn ip_bytes(ip: IpAddr) -> Vec<u8> {
@@ -89,7 +91,9 @@ fn ip_bytes(ip: IpAddr) -> Vec<u8> {
 fn ip_of(bytes: &[u8]) -> Option<IpAddr> {
     match bytes.len() {
         4 => Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(bytes).ok()?))),
-        16 => Some(IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(bytes).ok()?))),
+        16 => Some(IpAddr::V6(Ipv6Addr::from(
+            <[u8; 16]>::try_from(bytes).ok()?,
+        ))),
         _ => None,
     }
 }
@@ -109,15 +113,23 @@ fn parse_proto_port(b: &[u8]) -> Option<(u8, u16)> {
 /// The address after `ip`, None past the family's last.
 fn next(ip: IpAddr) -> Option<IpAddr> {
     match ip {
-        IpAddr::V4(a) => u32::from(a).checked_add(1).map(|n| Ipv4Addr::from(n).into()),
-        IpAddr::V6(a) => u128::from(a).checked_add(1).map(|n| Ipv6Addr::from(n).into()),
+        IpAddr::V4(a) => u32::from(a)
+            .checked_add(1)
+            .map(|n| Ipv4Addr::from(n).into()),
+        IpAddr::V6(a) => u128::from(a)
+            .checked_add(1)
+            .map(|n| Ipv6Addr::from(n).into()),
     }
 }
 
 fn prev(ip: IpAddr) -> Option<IpAddr> {
     match ip {
-        IpAddr::V4(a) => u32::from(a).checked_sub(1).map(|n| Ipv4Addr::from(n).into()),
-        IpAddr::V6(a) => u128::from(a).checked_sub(1).map(|n| Ipv6Addr::from(n).into()),
+        IpAddr::V4(a) => u32::from(a)
+            .checked_sub(1)
+            .map(|n| Ipv4Addr::from(n).into()),
+        IpAddr::V6(a) => u128::from(a)
+            .checked_sub(1)
+            .map(|n| Ipv6Addr::from(n).into()),
     }
 }
 
@@ -155,7 +167,9 @@ pub fn to_kernel(e: &Elem) -> Vec<SetElem> {
             ..key(proto_port(*proto, *a).to_vec())
         }],
         Elem::AddrProtoPort(ip, proto, port) => {
-            vec![key([ip_bytes(*ip), proto_port(*proto, *port).to_vec()].concat())]
+            vec![key(
+                [ip_bytes(*ip), proto_port(*proto, *port).to_vec()].concat()
+            )]
         }
         Elem::Jump(ip, chain) => vec![SetElem {
             jump: Some(chain.clone()),
@@ -300,7 +314,12 @@ mod tests {
             interval_end: true,
             ..SetElem::default()
         });
-        assert_eq!(from_kernel(SetKind::Ranges(Family::V4), held).unwrap().len(), 1);
+        assert_eq!(
+            from_kernel(SetKind::Ranges(Family::V4), held)
+                .unwrap()
+                .len(),
+            1
+        );
         let two_starts = vec![key(vec![10, 0, 0, 0]), key(vec![10, 0, 0, 9])];
         assert_eq!(from_kernel(SetKind::Ranges(Family::V4), two_starts), None);
     }

@@ -127,7 +127,10 @@ pub fn changes_batch(changes: &Changes, held: &Kinds) -> Result<Vec<Msg>, NftErr
 /// there) and made anew, in one transaction.
 pub fn replace_batch(program: &Program) -> Result<Vec<Msg>, NftError> {
     let mut out = remove_batch();
-    out.extend(changes_batch(&diff(&Program::default(), program), &Kinds::new())?);
+    out.extend(changes_batch(
+        &diff(&Program::default(), program),
+        &Kinds::new(),
+    )?);
     Ok(out)
 }
 
@@ -153,4 +156,3 @@ pub fn kinds(program: &Program) -> Kinds {
 pub fn same_tables(held: &Program, want: &Program) -> bool {
     held.sets == want.sets && held.chains == want.chains
 }
-

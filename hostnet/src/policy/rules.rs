@@ -193,7 +193,11 @@ pub fn decode(exprs: &[Expr], kinds: &Kinds) -> Option<Rule> {
                 rest = tail;
             }
             [Expr::MetaNfproto, Expr::Cmp(CmpOp::Eq, _), tail @ ..] => rest = tail,
-            [Expr::Network { offset, .. }, Expr::Lookup { set, .. }, tail @ ..] => {
+            [
+                Expr::Network { offset, .. },
+                Expr::Lookup { set, .. },
+                tail @ ..,
+            ] => {
                 matches.push(Match::AddrIn(field_of(*offset)?, set.clone()));
                 rest = tail;
             }
@@ -207,7 +211,12 @@ pub fn decode(exprs: &[Expr], kinds: &Kinds) -> Option<Rule> {
                 matches.push(Match::DaddrProtoPortIn(set.clone()));
                 rest = tail;
             }
-            [Expr::Meta { .. }, Expr::Payload { .. }, Expr::Lookup { set, .. }, tail @ ..] => {
+            [
+                Expr::Meta { .. },
+                Expr::Payload { .. },
+                Expr::Lookup { set, .. },
+                tail @ ..,
+            ] => {
                 matches.push(Match::ProtoPortIn(set.clone()));
                 rest = tail;
             }
