@@ -8,6 +8,7 @@ pub mod kernel;
 pub mod netlink;
 pub mod nftnl;
 pub mod node;
+pub mod policy;
 pub mod sysctl;
 
 #[cfg(test)]

@@ -7,13 +7,17 @@
 //! one transaction.
 
 mod attr;
+mod chains;
 mod error;
 mod expr;
 mod objects;
+mod sets;
 mod socket;
 
 pub use attr::Attrs;
+pub use chains::*;
 pub use error::NftError;
-pub use expr::{CmpOp, Expr, RTN_LOCAL};
+pub use expr::{CmpOp, Expr, META_L4PROTO, PAYLOAD_TRANSPORT, RTN_LOCAL, concat_reg};
 pub use objects::*;
+pub use sets::*;
 pub use socket::{Answer, Msg, NfSocket};

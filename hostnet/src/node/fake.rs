@@ -34,6 +34,8 @@ pub struct FakeState {
     pub other_vxlan: Vec<(String, u32, u16, bool)>,
     /// The overlay peers on it, by node address.
     pub overlay: BTreeMap<IpAddr, OverlayPeer>,
+    /// Our NetworkPolicy table's sets and chains, when there is one (`fake_policy.rs`).
+    pub netpol: Option<netpol::program::Program>,
     /// One line per change: `add 10.1.0.0/24 via 192.168.0.2`, `firewall`, ...
     pub log: Vec<String>,
     /// Operation names (`add_route`, `apply_firewall`, ...) that fail until removed.

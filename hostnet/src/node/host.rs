@@ -142,7 +142,7 @@ impl HostNodeNet {
     }
 
     /// The netfilter socket, opened in our namespace on first use.
-    fn nft(&self, op: &str) -> Result<MutexGuard<'_, Option<NfSocket>>, NodeNetError> {
+    pub(super) fn nft(&self, op: &str) -> Result<MutexGuard<'_, Option<NfSocket>>, NodeNetError> {
         let mut guard = self.nft.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             let sock = self
@@ -154,7 +154,7 @@ impl HostNodeNet {
         Ok(guard)
     }
 
-    fn with_nft<T>(
+    pub(super) fn with_nft<T>(
         &self,
         op: &str,
         f: impl FnOnce(&mut NfSocket) -> Result<T, NftError>,

@@ -10,12 +10,15 @@ use ipnetwork::IpNetwork;
 
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+#[cfg(any(test, feature = "fake"))]
+mod fake_policy;
 mod firewall;
 mod forwarding;
 mod host;
 mod mtu;
 mod overlay;
 mod overlay_host;
+mod policy;
 mod watch;
 mod watch_filter;
 mod watch_host;
@@ -25,6 +28,7 @@ pub use overlay::{
     OverlayPeer, VXLAN_DEVICE, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, VxlanSpec, overlay_address,
     overlay_gateway, vtep_mac,
 };
+pub use policy::PolicyNet;
 pub use watch::{Drift, Notify, Watch};
 
 /// The route protocol number that marks a route as the agent's (`ip route show proto 0xcb`).
@@ -210,6 +214,12 @@ pub trait NodeNet {
 
 #[cfg(test)]
 mod overlay_tests;
+#[cfg(test)]
+mod policy_cluster;
+#[cfg(test)]
+mod policy_lab;
+#[cfg(test)]
+mod policy_tests;
 #[cfg(test)]
 mod scenarios;
 #[cfg(test)]

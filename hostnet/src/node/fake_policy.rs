@@ -1,0 +1,175 @@
+//! [`PolicyNet`] in memory: the table's sets and chains as a `Program`, changed all or
+//! nothing with the kernel's refusals (an element deleted that is not there, a set or
+//! chain missing, a rule or map entry referring to what is not there), and packets run
+//! through it with `netpol::eval`, so agent tests assert decisions without root.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use netpol::diff::{self, Changes};
+use netpol::eval::{EvalError, Packet};
+use netpol::program::{Elem, Program};
+
+use super::fake::{FakeNodeNet, FakeState};
+use super::{NodeNetError, PolicyNet, libc_errno};
+use crate::policy;
+
+fn refused(op: &str, reason: String, errno: i32) -> NodeNetError {
+    NodeNetError {
+        op: op.to_string(),
+        reason,
+        errno: Some(errno),
+    }
+}
+
+/// The kernel's part of `p`: sets and chains.
+fn held(p: &Program) -> Program {
+    Program {
+        sets: p.sets.clone(),
+        chains: p.chains.clone(),
+        ..Program::default()
+    }
+}
+
+/// What the kernel would refuse in `p`: a rule or map entry referring to a set or chain
+/// that is not there, or a set used for what its kind cannot match.
+fn check(op: &str, p: &Program) -> Result<(), NodeNetError> {
+    policy::replace_batch(p).map_err(|e| refused(op, e.to_string(), libc_errno::ENOENT))?;
+    let targets = p
+        .sets
+        .values()
+        .flat_map(|s| &s.elems)
+        .filter_map(|e| match e {
+            Elem::Jump(_, c) => Some(c),
+            _ => None,
+        });
+    let jumps = p
+        .chains
+        .values()
+        .flat_map(|c| &c.rules)
+        .filter_map(|r| match &r.verdict {
+            netpol::program::Verdict::Jump(c) => Some(c),
+            _ => None,
+        });
+    for c in targets.chain(jumps) {
+        if !p.chains.contains_key(c) {
+            return Err(refused(op, format!("no chain {c}"), libc_errno::ENOENT));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `changes` fit `p` as the kernel requires: what is deleted is there, elements
+/// go to sets that are (or are added), a set kept keeps its kind.
+fn fits(op: &str, p: &Program, ch: &Changes) -> Result<(), NodeNetError> {
+    let missing =
+        |what: &str, name: &str| refused(op, format!("no {what} {name}"), libc_errno::ENOENT);
+    for (name, kind) in &ch.add_sets {
+        if p.sets.get(name).is_some_and(|s| s.kind != *kind) {
+            let reason = format!("set {name} exists with another type");
+            return Err(refused(op, reason, libc_errno::EEXIST));
+        }
+    }
+    let added: BTreeSet<&String> = ch.add_sets.iter().map(|(n, _)| n).collect();
+    for (name, _) in &ch.add_elems {
+        if !p.sets.contains_key(name) && !added.contains(name) {
+            return Err(missing("set", name));
+        }
+    }
+    for (name, e) in &ch.del_elems {
+        if !p.sets.get(name).is_some_and(|s| s.elems.contains(e)) {
+            return Err(missing("element of set", &format!("{name}: {e:?}")));
+        }
+    }
+    for name in &ch.del_chains {
+        if !p.chains.contains_key(name) {
+            return Err(missing("chain", name));
+        }
+    }
+    for name in &ch.del_sets {
+        if !p.sets.contains_key(name) {
+            return Err(missing("set", name));
+        }
+    }
+    Ok(())
+}
+
+impl FakeNodeNet {
+    fn policy_op(
+        &self,
+        name: &'static str,
+        f: impl FnOnce(&mut FakeState) -> Result<(), NodeNetError>,
+    ) -> Result<(), NodeNetError> {
+        self.with(|s| {
+            if s.fail.contains(name) {
+                return Err(NodeNetError {
+                    op: name.to_string(),
+                    reason: "injected failure".to_string(),
+                    errno: None,
+                });
+            }
+            f(s)?;
+            s.log.push(name.to_string());
+            Ok(())
+        })
+    }
+
+    /// Whether the table in place lets `p` (a new connection's first packet) through this
+    /// node, as the kernel's forward hook decides; no table passes everything. Traffic to
+    /// or from the node's own addresses never meets the forward hook.
+    pub fn policy_passes(&self, p: &Packet) -> Result<bool, EvalError> {
+        self.with(|s| {
+            let Some(held) = &s.netpol else {
+                return Ok(true);
+            };
+            let local: BTreeSet<IpAddr> = s.local.iter().copied().collect();
+            let prog = Program {
+                local,
+                ..held.clone()
+            };
+            prog.passes(p)
+        })
+    }
+}
+
+impl PolicyNet for FakeNodeNet {
+    fn replace_policy(&self, program: &Program) -> Result<(), NodeNetError> {
+        self.policy_op("replace_policy", |s| {
+            check("replace_policy", program)?;
+            s.netpol = Some(held(program));
+            Ok(())
+        })
+    }
+
+    fn apply_policy(&self, changes: &Changes) -> Result<(), NodeNetError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.policy_op("apply_policy", |s| {
+            let mut p = s.netpol.clone().unwrap_or_default();
+            fits("apply_policy", &p, changes)?;
+            diff::apply(&mut p, changes);
+            check("apply_policy", &p)?;
+            s.netpol = Some(p);
+            Ok(())
+        })
+    }
+
+    fn remove_policy(&self) -> Result<(), NodeNetError> {
+        self.policy_op("remove_policy", |s| {
+            s.netpol = None;
+            Ok(())
+        })
+    }
+
+    fn policy_matches(&self, program: &Program) -> Result<bool, NodeNetError> {
+        Ok(self.with(|s| {
+            let held = s.netpol.clone().unwrap_or_default();
+            policy::same_tables(&held, program)
+        }))
+    }
+
+    fn read_policy(&self) -> Result<Option<Program>, NodeNetError> {
+        Ok(Some(self.with(|s| s.netpol.clone().unwrap_or_default())))
+    }
+}

@@ -1,0 +1,200 @@
+//! NetworkPolicy programs on the fake and on the real kernel: every probe between every
+//! pair of ends (TCP and UDP, IPv4 and IPv6) decided as `netpol::oracle` says, after the
+//! first program and after each change applied as a diff.
+
+use std::net::SocketAddr;
+
+use netpol::addr::Family;
+use netpol::cluster::Cluster;
+use netpol::compile::compile;
+use netpol::diff::diff;
+use netpol::eval::Packet;
+use netpol::program::Program;
+
+use super::fake::FakeNodeNet;
+use super::policy_cluster::{NODE, NODE_IPS, PROBES, cluster, expected};
+use super::policy_lab::{Lab, addr_of, connect, echoes, probe};
+use super::{PolicyNet, tests::ip};
+use testkit::privileged;
+
+/// Every (source, destination) among `pods` local pods and the outside (`None`).
+fn pairs(pods: usize) -> Vec<(Option<usize>, Option<usize>)> {
+    let ends: Vec<Option<usize>> = (0..pods).map(Some).chain([None]).collect();
+    let mut out = Vec::new();
+    for s in &ends {
+        for d in ends.iter().filter(|d| *d != s) {
+            out.push((*s, *d));
+        }
+    }
+    out
+}
+
+type Case = (Option<usize>, Option<usize>, Family, (u8, u16));
+
+fn cases(pods: usize) -> Vec<Case> {
+    let mut out = Vec::new();
+    for (s, d) in pairs(pods) {
+        for f in Family::BOTH {
+            for p in PROBES {
+                out.push((s, d, f, p));
+            }
+        }
+    }
+    out
+}
+
+fn packet(&(s, d, f, (proto, port)): &Case) -> Packet {
+    Packet {
+        src: addr_of(s, f),
+        dst: addr_of(d, f),
+        proto,
+        port,
+    }
+}
+
+/// The program of node n1, checked against the oracle on every case first.
+fn program(c: &Cluster, pods: usize) -> Program {
+    let mut p = compile(c, NODE);
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    p.local = NODE_IPS.iter().map(|s| ip(s)).collect();
+    for case in cases(pods) {
+        let want = expected(c, case.0, case.1, case.2, case.3);
+        assert_eq!(
+            p.passes(&packet(&case)),
+            Ok(want),
+            "eval vs oracle {case:?}"
+        );
+    }
+    p
+}
+
+#[test]
+fn the_fake_decides_as_the_oracle_and_refuses_a_change_that_does_not_fit() {
+    let fake = FakeNodeNet::new(vec![], NODE_IPS.iter().map(|s| ip(s)).collect());
+    let phases = [(3, true), (4, true), (4, false)];
+    let mut held = Program::default();
+    for (pods, with_db) in phases {
+        let c = cluster(pods, with_db);
+        let p = program(&c, pods);
+        fake.apply_policy(&diff(&held, &p)).unwrap();
+        assert!(fake.policy_matches(&p).unwrap());
+        for case in cases(pods) {
+            let want = expected(&c, case.0, case.1, case.2, case.3);
+            assert_eq!(fake.policy_passes(&packet(&case)), Ok(want), "{case:?}");
+        }
+        held = p;
+    }
+    // Deleting what is not there fails whole: nothing of the batch happens.
+    let mut bad = diff(&held, &program(&cluster(4, true), 4));
+    bad.del_elems
+        .push((bad.add_elems[0].0.clone(), bad.add_elems[0].1.clone()));
+    bad.del_elems
+        .push(("no-such-set".into(), bad.add_elems[0].1.clone()));
+    assert!(fake.apply_policy(&bad).is_err());
+    assert!(fake.policy_matches(&held).unwrap());
+    fake.remove_policy().unwrap();
+    assert_eq!(fake.read_policy().unwrap(), Some(Program::default()));
+}
+
+/// Probes every case at once (a denied one waits out its timeout) and returns the ones
+/// where the kernel and the oracle disagree.
+fn disagreements(lab: &Lab, c: &Cluster, pods: usize) -> (Vec<String>, usize) {
+    let all = cases(pods);
+    let seen: Vec<bool> = std::thread::scope(|s| {
+        let probes: Vec<_> = all
+            .iter()
+            .map(|case| {
+                let p = packet(case);
+                let to = SocketAddr::new(p.dst, p.port);
+                s.spawn(move || probe(lab.ns(case.0), to, p.proto))
+            })
+            .collect();
+        probes.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut wrong = Vec::new();
+    let mut allowed = 0;
+    for (case, got) in all.iter().zip(seen) {
+        let want = expected(c, case.0, case.1, case.2, case.3);
+        allowed += usize::from(want);
+        if got != want {
+            wrong.push(format!("{case:?}: kernel {got}, oracle {want}"));
+        }
+    }
+    (wrong, allowed)
+}
+
+#[test]
+#[ignore = "needs root"]
+fn the_kernel_enforces_programs_and_their_diffs_as_the_oracle_says() {
+    if !privileged("the_kernel_enforces_programs_and_their_diffs_as_the_oracle_says") {
+        return;
+    }
+    let lab = Lab::new(4);
+    let k = lab.node.node();
+
+    // The first program, as one batch.
+    let (c, pods) = (cluster(3, true), 3);
+    let first = program(&c, pods);
+    k.replace_policy(&first).unwrap();
+    assert!(k.policy_matches(&first).unwrap());
+    let listed = lab
+        .node
+        .sh("nft", &["list", "table", "inet", "cni-rs-netpol"]);
+    for line in [
+        "type filter hook forward priority filter - 1; policy accept;",
+        "ct state established,related accept",
+        "ip saddr vmap @egress-pods4",
+        "ip6 daddr vmap @ingress-pods6",
+        "meta l4proto . th dport @",
+        "ip daddr . meta l4proto . th dport @",
+    ] {
+        assert!(listed.contains(line), "nft reads no {line:?} in\n{listed}");
+    }
+    let (wrong, allowed) = disagreements(&lab, &c, pods);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(allowed > 0 && allowed < cases(pods).len(), "{allowed}");
+
+    // A pod starts (it joins selected sets): the diff, as one batch.
+    let (c, pods) = (cluster(4, true), 4);
+    let second = program(&c, pods);
+    let ch = diff(&first, &second);
+    assert!(!ch.add_elems.is_empty());
+    k.apply_policy(&ch).unwrap();
+    assert!(k.policy_matches(&second).unwrap());
+    let (wrong, _) = disagreements(&lab, &c, pods);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    // An established connection the next change denies (outside -> db on TCP 7000).
+    let db = SocketAddr::new(ip("fd50::12"), 7000);
+    let mut kept = connect(&lab.outside, db).expect("allowed before the change");
+
+    // A policy removed: chains, rules and sets go, as one batch.
+    let c = cluster(4, false);
+    let third = program(&c, pods);
+    let ch = diff(&second, &third);
+    assert!(!ch.del_chains.is_empty() && !ch.del_sets.is_empty());
+    k.apply_policy(&ch).unwrap();
+    assert!(k.policy_matches(&third).unwrap());
+    assert!(!k.policy_matches(&second).unwrap());
+    let (wrong, _) = disagreements(&lab, &c, pods);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(connect(&lab.outside, db).is_none(), "a new one is denied");
+    assert!(
+        echoes(&mut kept),
+        "the established one goes on (no conntrack flush)"
+    );
+
+    // A change that does not fit the kernel fails whole and changes nothing.
+    let mut bad = diff(&third, &second);
+    bad.del_elems.push(bad.add_elems[0].clone());
+    assert!(k.apply_policy(&bad).is_err());
+    assert!(k.policy_matches(&third).unwrap());
+    assert_eq!(
+        k.read_policy().unwrap().map(|p| p.chains),
+        Some(third.chains.clone())
+    );
+
+    k.remove_policy().unwrap();
+    k.remove_policy().unwrap();
+    assert!(k.policy_matches(&Program::default()).unwrap());
+}

@@ -1,0 +1,158 @@
+//! NetworkPolicy in the kernel: a [`netpol`] `Program` (one node's desired table) or
+//! its `Changes` as nf_tables messages for one batch, and the table read back from the
+//! kernel as a `Program`. Nothing here decides policy; `netpol` does.
+//!
+//! Within a batch the order is: sets, chains, elements removed, elements added, chains'
+//! rules rewritten (flush, then add), chains removed (all flushed, then deleted), sets
+//! removed. Elements go out
+//! before they come in (not as `Changes` lists them): a range or a map entry that
+//! changes is the old one removed and a new one with the same start or key added, which
+//! the kernel refuses while the old one is there. The kernel applies the batch as one
+//! transaction, so no packet sees a half-written state in either order.
+
+mod elems;
+mod read;
+mod rules;
+
+use netpol::diff::{Changes, diff};
+use netpol::program::{self, Hook, Program};
+
+use crate::nftnl::{self, BaseChain, Family, Msg, NftError};
+
+pub use elems::{kind_of, set_spec};
+pub use read::{held_kinds, read};
+pub use rules::Kinds;
+
+/// `table inet cni-rs-netpol`.
+pub const TABLE: &str = program::TABLE;
+const FAMILY: Family = Family::Inet;
+
+fn base_chain(hook: Hook) -> BaseChain {
+    BaseChain {
+        kind: "filter",
+        hook: nftnl::Hook::Forward,
+        // `priority filter - 1` and `priority filter`: egress is decided first.
+        priority: match hook {
+            Hook::ForwardEgress => -1,
+            Hook::ForwardIngress => 0,
+        },
+    }
+}
+
+/// Pushes the messages for `elems` of consecutive runs of one set.
+fn elem_msgs(out: &mut Vec<Msg>, elems: &[(String, program::Elem)], add: bool) {
+    let mut i = 0;
+    while i < elems.len() {
+        let set = &elems[i].0;
+        let run = elems[i..].iter().take_while(|(s, _)| s == set).count();
+        let kernel: Vec<_> = elems[i..i + run]
+            .iter()
+            .flat_map(|(_, e)| elems::to_kernel(e))
+            .collect();
+        out.extend(nftnl::set_elems(FAMILY, TABLE, set, &kernel, add));
+        i += run;
+    }
+}
+
+/// The names of sets `changes`' rules refer to that it does not add itself.
+pub fn sets_referred(changes: &Changes) -> Vec<String> {
+    let added = |n: &String| changes.add_sets.iter().any(|(a, _)| a == n);
+    let mut out: Vec<String> = changes
+        .write_rules
+        .iter()
+        .flat_map(|(_, rules)| rules)
+        .flat_map(|r| {
+            let m = r.matches.iter().filter_map(|m| match m {
+                program::Match::AddrIn(_, s)
+                | program::Match::ProtoPortIn(s)
+                | program::Match::DaddrProtoPortIn(s) => Some(s.clone()),
+                program::Match::Established => None,
+            });
+            let v = match &r.verdict {
+                program::Verdict::Map(_, s) => Some(s.clone()),
+                _ => None,
+            };
+            m.chain(v).collect::<Vec<_>>()
+        })
+        .filter(|n| !added(n))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The batch that makes `changes`; `held` has the kinds of the sets the kernel holds
+/// already that its rules refer to ([`sets_referred`]). The table is created if absent.
+pub fn changes_batch(changes: &Changes, held: &Kinds) -> Result<Vec<Msg>, NftError> {
+    let mut kinds = held.clone();
+    kinds.extend(changes.add_sets.iter().cloned());
+    let mut out = vec![nftnl::new_table(FAMILY, TABLE)];
+    for (i, (name, kind)) in changes.add_sets.iter().enumerate() {
+        let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        out.push(nftnl::add_set(FAMILY, TABLE, &set_spec(name, *kind), id));
+    }
+    for (name, hook) in &changes.add_chains {
+        out.push(match hook {
+            Some(h) => nftnl::new_base_chain(FAMILY, TABLE, name, base_chain(*h)),
+            None => nftnl::add_chain(FAMILY, TABLE, name),
+        });
+    }
+    elem_msgs(&mut out, &changes.del_elems, false);
+    elem_msgs(&mut out, &changes.add_elems, true);
+    for (chain, rules) in &changes.write_rules {
+        let new = changes.add_chains.iter().any(|(c, _)| c == chain);
+        if !new {
+            out.push(nftnl::flush_chain(FAMILY, TABLE, chain));
+        }
+        for r in rules {
+            let exprs = rules::encode(r, chain, &kinds)?;
+            out.push(nftnl::new_rule(FAMILY, TABLE, chain, &exprs, None, true));
+        }
+    }
+    // A chain jumped to cannot go (EBUSY) while a chain that jumps to it, deleted
+    // later in the batch, still holds its rules: every one is flushed first.
+    for chain in &changes.del_chains {
+        out.push(nftnl::flush_chain(FAMILY, TABLE, chain));
+    }
+    for chain in &changes.del_chains {
+        out.push(nftnl::del_chain(FAMILY, TABLE, chain));
+    }
+    for set in &changes.del_sets {
+        out.push(nftnl::del_set(FAMILY, TABLE, set));
+    }
+    Ok(out)
+}
+
+/// The batch that makes our table exactly `program`, whatever it held: deleted (if
+/// there) and made anew, in one transaction.
+pub fn replace_batch(program: &Program) -> Result<Vec<Msg>, NftError> {
+    let mut out = remove_batch();
+    out.extend(changes_batch(
+        &diff(&Program::default(), program),
+        &Kinds::new(),
+    )?);
+    Ok(out)
+}
+
+/// The batch that removes our table (also when it is absent: it is made first).
+pub fn remove_batch() -> Vec<Msg> {
+    vec![
+        nftnl::new_table(FAMILY, TABLE),
+        nftnl::del_table(FAMILY, TABLE),
+    ]
+}
+
+/// The kinds of `program`'s sets.
+pub fn kinds(program: &Program) -> Kinds {
+    program
+        .sets
+        .iter()
+        .map(|(n, s)| (n.clone(), s.kind))
+        .collect()
+}
+
+/// Whether `held` (read back) is `want` as far as the kernel holds it: sets with their
+/// elements, chains with their hooks and rules.
+pub fn same_tables(held: &Program, want: &Program) -> bool {
+    held.sets == want.sets && held.chains == want.chains
+}
