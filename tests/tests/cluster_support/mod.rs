@@ -29,7 +29,6 @@ pub const EXT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x100, 0, 0, 0, 0, 0, 0xc8);
 /// The outside host's (the router's) addresses on the second segment.
 pub const EXT4_B: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 200);
 pub const EXT6_B: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x200, 0, 0, 0, 0, 0, 0xc8);
-const PROBE_PORT: u16 = 7777;
 
 pub struct Cluster {
     pub lan: NamedNetns,
@@ -339,10 +338,12 @@ pub fn udp_source(from: &NamedNetns, to: &NamedNetns, dst: IpAddr) -> Option<IpA
         IpAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
         IpAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
     };
-    // A socket keeps the namespace it was made in; it is then used from this thread.
+    // A socket keeps the namespace it was made in; it is then used from this thread. A
+    // port of the kernel's choosing: a fixed one was seen taken under a loaded full run.
     let rx = to
-        .run(|| UdpSocket::bind(SocketAddr::new(any, PROBE_PORT)))
+        .run(|| UdpSocket::bind(SocketAddr::new(any, 0)))
         .expect("bind the probe receiver");
+    let port = rx.local_addr().expect("the probe receiver's port").port();
     let tx = from
         .run(|| UdpSocket::bind(SocketAddr::new(any, 0)))
         .expect("bind the probe sender");
@@ -351,7 +352,7 @@ pub fn udp_source(from: &NamedNetns, to: &NamedNetns, dst: IpAddr) -> Option<IpA
     let mut buf = [0u8; 16];
     for _ in 0..25 {
         // The first datagrams may be lost while neighbours resolve.
-        let _ = tx.send_to(b"probe", SocketAddr::new(dst, PROBE_PORT));
+        let _ = tx.send_to(b"probe", SocketAddr::new(dst, port));
         if let Ok((_, src)) = rx.recv_from(&mut buf) {
             return Some(src.ip());
         }
