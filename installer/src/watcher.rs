@@ -14,7 +14,7 @@
 //!   a second with no event (client-go's rule: a failure), a 410 (then a re-list), a
 //!   connection or status failure (then a watch from the same resourceVersion), an event
 //!   that does not decode or is too large (then a re-list), a failed list. Only a watch
-//!   that delivered an event or lasted a second resets the backoff, so a list that
+//!   that opened and then delivered an event or lasted a second resets the backoff, so a list that
 //!   succeeds between two 410s does not.
 //!
 //! The API is never polled.
@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::api::{ApiError, Client, ListFrom};
+use crate::api::{ApiError, Client, ListFrom, Watch};
 use crate::backoff::{Backoff, Jitter};
 use crate::health::Metrics;
 use crate::log;
@@ -225,15 +225,24 @@ pub fn run_paced(client: &Client, shared: &Shared, metrics: &Metrics, pace: &mut
         }
         let (lo, hi) = WATCH_SECONDS;
         let seconds = lo + (jitter.unit() * (hi - lo + 1) as f64) as u64;
-        let started = pace.now();
-        let mut events = 0u64;
-        let end = watch_once(client, shared, &mut rv, seconds, &mut events);
-        let healthy = events > 0 || pace.now().duration_since(started) >= SHORT_WATCH;
-        if healthy {
-            backoff.reset();
-        }
+        let end = match client.watch(&rv, seconds) {
+            Ok(mut watch) => {
+                let opened = pace.now();
+                let mut events = 0u64;
+                let end = follow(&mut watch, shared, &mut rv, &mut events);
+                // Opened, and an event or a second: the server is serving watches again.
+                if events > 0 || pace.now().duration_since(opened) >= SHORT_WATCH {
+                    backoff.reset();
+                    if let WatchEnd::Timeout = end {
+                        wait = false;
+                        continue;
+                    }
+                }
+                end
+            }
+            Err(e) => end_of(e),
+        };
         match end {
-            WatchEnd::Timeout if healthy => wait = false,
             WatchEnd::Timeout => api_failure(
                 metrics,
                 "the API server ended the watch within a second, with no event",
@@ -318,14 +327,9 @@ enum WatchEnd {
     Stopped,
 }
 
-fn watch_once(
-    client: &Client,
-    shared: &Shared,
-    rv: &mut String,
-    seconds: u64,
-    events: &mut u64,
-) -> WatchEnd {
-    let failed = |e: ApiError| match e {
+/// What a failed request or read of a watch means for the next step.
+fn end_of(e: ApiError) -> WatchEnd {
+    match e {
         ApiError::Gone { .. } => WatchEnd::Gone(e.to_string()),
         ApiError::Decode { .. } | ApiError::BadNode { .. } => WatchEnd::Failed {
             msg: e.to_string(),
@@ -335,11 +339,11 @@ fn watch_once(
             msg: e.to_string(),
             relist: false,
         },
-    };
-    let mut watch = match client.watch(rv, seconds) {
-        Ok(w) => w,
-        Err(e) => return failed(e),
-    };
+    }
+}
+
+/// Applies `watch`'s events (counted in `events`) until it ends.
+fn follow(watch: &mut Watch, shared: &Shared, rv: &mut String, events: &mut u64) -> WatchEnd {
     loop {
         if shared.stopped().is_some() {
             return WatchEnd::Stopped;
@@ -347,7 +351,7 @@ fn watch_once(
         let event = match watch.next_event() {
             Ok(Some(event)) => event,
             Ok(None) => return WatchEnd::Timeout,
-            Err(e) => return failed(e),
+            Err(e) => return end_of(e),
         };
         match &event {
             WatchEvent::Applied(_, v) | WatchEvent::Deleted(_, v) | WatchEvent::Bookmark(v)

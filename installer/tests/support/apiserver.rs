@@ -101,6 +101,8 @@ struct World {
     /// Nodes per list page (the client's `limit` is honoured up to this).
     page: usize,
     watch_mode: Mutex<WatchMode>,
+    /// Ends every watch after at most this long (a benchmark's short watch cycle).
+    watch_cap: Mutex<Option<Duration>>,
     /// Every open connection (to close them at a restart), by id.
     conns: Mutex<BTreeMap<u64, TcpStream>>,
     /// A restart asked for: how long to stay down.
@@ -185,6 +187,7 @@ impl ApiServer {
             stop: AtomicBool::new(false),
             page: 500,
             watch_mode: Mutex::new(WatchMode::Normal),
+            watch_cap: Mutex::new(None),
             conns: Mutex::new(BTreeMap::new()),
             restart: Mutex::new(None),
         });
@@ -337,13 +340,19 @@ impl ApiServer {
         *self.world.watch_mode.lock().unwrap() = mode;
     }
 
+    /// Ends every watch from now on after at most `cap` (None: at its timeoutSeconds).
+    pub fn set_watch_cap(&self, cap: Option<Duration>) {
+        *self.world.watch_cap.lock().unwrap() = cap;
+    }
+
     /// Closes every connection and refuses new ones for `down`, then serves again with a
     /// fresh watch cache: a watch from any resourceVersion seen before gets 410.
     pub fn restart(&self, down: Duration) {
         {
             let mut c = self.world.cluster.lock().unwrap();
+            // The new cache starts at the current resourceVersion.
             c.rv += 1;
-            c.oldest = c.rv + 1;
+            c.oldest = c.rv;
             c.history.clear();
             c.drop_gen += 1;
         }
@@ -597,7 +606,10 @@ impl World {
             .get("timeoutSeconds")
             .and_then(|t| t.parse().ok())
             .unwrap_or(300);
-        let end = Instant::now() + Duration::from_secs(timeout);
+        let mut end = Instant::now() + Duration::from_secs(timeout);
+        if let Some(cap) = *self.watch_cap.lock().unwrap() {
+            end = end.min(Instant::now() + cap);
+        }
         let mut rv: u64 = q
             .get("resourceVersion")
             .and_then(|r| r.parse().ok())
