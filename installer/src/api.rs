@@ -93,8 +93,9 @@ pub enum ListFrom {
     /// `resourceVersion=0`: whatever the API server's watch cache holds (it may lag etcd
     /// a little; the watch from its resourceVersion brings the agent up to date).
     Cache,
-    /// `resourceVersion=RV`: from the watch cache, but not older than RV (what the agent
-    /// has already seen: a re-list never takes it back in time).
+    /// `resourceVersion=RV&resourceVersionMatch=NotOlderThan` (no `limit`): from the watch
+    /// cache, not older than RV (what the agent has already seen: a re-list never takes
+    /// it back in time).
     NotOlderThan(String),
     /// No resourceVersion: a quorum read from etcd; only when the cache cannot answer.
     Quorum,
@@ -198,25 +199,27 @@ impl Client {
         podcidr::from_node_json(&body).map_err(|reason| ApiError::BadNode { url, reason })
     }
 
-    /// Every Node, page by page (`limit`, `continue`); one consistent snapshot. The watch
-    /// cache ignores `limit` and answers in one page; etcd (a quorum read) pages.
+    /// Every Node, page by page (`limit`, `continue`) if the server pages; one consistent
+    /// snapshot. The watch cache answers `resourceVersion=0` in one page whatever the
+    /// `limit`; a quorum read pages.
     pub fn list(&self, from: &ListFrom) -> Result<Listing, ApiError> {
         let mut nodes = Vec::new();
         let mut token = String::new();
         loop {
-            let mut url = format!("{}/api/v1/nodes?limit={PAGE}", self.server);
+            let mut url = format!("{}/api/v1/nodes?", self.server);
             if !token.is_empty() {
                 // The snapshot is the continue token's; a resourceVersion with it is refused.
-                url.push_str("&continue=");
-                url.push_str(&percent_encode(&token));
+                url.push_str(&format!("limit={PAGE}&continue={}", percent_encode(&token)));
             } else {
                 match from {
-                    ListFrom::Cache => url.push_str("&resourceVersion=0"),
-                    ListFrom::NotOlderThan(rv) => {
-                        url.push_str("&resourceVersion=");
-                        url.push_str(&percent_encode(rv));
-                    }
-                    ListFrom::Quorum => {}
+                    ListFrom::Cache => url.push_str(&format!("limit={PAGE}&resourceVersion=0")),
+                    // No limit: with one and a resourceVersion the API server reads that
+                    // exact version, from etcd (410 once compacted), not from the cache.
+                    ListFrom::NotOlderThan(rv) => url.push_str(&format!(
+                        "resourceVersion={}&resourceVersionMatch=NotOlderThan",
+                        percent_encode(rv)
+                    )),
+                    ListFrom::Quorum => url.push_str(&format!("limit={PAGE}")),
                 }
             }
             let body = self.get(&url, Kind::List, TIMEOUT, None)?;

@@ -13,17 +13,20 @@ use cni_install::watcher::{self, Pace, Shared};
 use support::Node;
 use support::apiserver::WatchMode;
 
-/// Pauses return at once; after `limit` of them the loop is told to stop.
-struct VirtualTime {
+/// Pauses return at once (after `on_pause`, given their number); after `limit` of them
+/// the loop is told to stop.
+struct VirtualTime<'a> {
     now: Instant,
     pauses: Vec<Duration>,
     limit: usize,
+    on_pause: &'a dyn Fn(usize),
 }
 
-impl Pace for VirtualTime {
+impl Pace for VirtualTime<'_> {
     fn pause(&mut self, _: &Shared, d: Duration) -> bool {
         self.pauses.push(d);
         self.now += d;
+        (self.on_pause)(self.pauses.len());
         self.pauses.len() < self.limit
     }
 
@@ -42,11 +45,20 @@ fn client(node: &Node) -> Client {
 
 /// Runs the watch loop until it has paused `limit` times.
 fn run(node: &Node, limit: usize) -> (Vec<Duration>, Client, Metrics) {
+    run_with(node, limit, &|_| {})
+}
+
+fn run_with(
+    node: &Node,
+    limit: usize,
+    on_pause: &dyn Fn(usize),
+) -> (Vec<Duration>, Client, Metrics) {
     let (client, shared, metrics) = (client(node), Shared::default(), Metrics::default());
     let mut pace = VirtualTime {
         now: Instant::now(),
         pauses: vec![],
         limit,
+        on_pause,
     };
     watcher::run_paced(&client, &shared, &metrics, &mut pace);
     (pace.pauses, client, metrics)
@@ -146,11 +158,43 @@ fn a_watch_answered_410_every_time_relists_from_the_cache_after_a_growing_jitter
     let mut want = vec![Some("0".to_string())];
     want.extend(std::iter::repeat_n(Some(rv), limit - 1));
     assert_eq!(counts.list_rvs, want);
+    // A re-list says so, and has no limit: with one, the API server would read that exact
+    // version from etcd instead.
+    for q in &counts.list_queries[1..] {
+        assert_eq!(q["resourceVersionMatch"], "NotOlderThan", "{q:?}");
+        assert!(!q.contains_key("limit"), "{q:?}");
+    }
     assert_eq!(counts.connections, 1);
     assert_eq!(
         client.requests().count(Kind::List, Outcome::Ok) as usize,
         limit
     );
+}
+
+#[test]
+fn a_cache_behind_what_the_agent_saw_makes_one_quorum_read_then_the_cache_again() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    node.api
+        .put_node("node-2", &["10.244.2.0/24"], &["172.18.0.3"]);
+    node.api.set_watch_mode(WatchMode::Gone);
+    // At the first pause (after the first 410) the server falls behind what was listed.
+    let (_, client, _) = run_with(&node, 4, &|n| {
+        if n == 1 {
+            node.api.rewind(4000);
+        }
+    });
+    let counts = node.api.counts();
+    let listed = counts.watch_queries[0]["resourceVersion"].clone();
+    assert_eq!(
+        counts.list_rvs,
+        vec![
+            Some("0".to_string()),
+            Some(listed), // answered 504 "Too large resource version"
+            None,         // the quorum read
+            Some("4000".to_string()),
+        ]
+    );
+    assert_eq!(client.requests().count(Kind::List, Outcome::Error), 1);
 }
 
 #[test]

@@ -9,9 +9,9 @@
 //!
 //! HTTP/1.1 with keep-alive as the real API server: answers with a Content-Length, watches
 //! chunked, many requests per connection; it counts connections and requests by kind, and
-//! records each list's resourceVersion and each watch's query. A list with a
-//! resourceVersion is served as the watch cache does: every Node in one page, `limit`
-//! ignored. `set_watch_mode` makes every watch end at once, or answer 410, or go silent;
+//! records each list's and watch's query. A list with `resourceVersion=0`, or with a
+//! resourceVersion and no limit, is served as the watch cache does: every Node in one
+//! page, `limit` ignored. `set_watch_mode` makes every watch end at once, or answer 410, or go silent;
 //! `restart` closes everything and listens again after a pause, with a fresh history.
 
 use std::collections::BTreeMap;
@@ -51,6 +51,8 @@ pub struct Counts {
     pub connections: u32,
     /// The `resourceVersion` of each list request (None: absent, a quorum read).
     pub list_rvs: Vec<Option<String>>,
+    /// The query of each list request.
+    pub list_queries: Vec<BTreeMap<String, String>>,
     /// The query of each watch request.
     pub watch_queries: Vec<BTreeMap<String, String>>,
 }
@@ -361,6 +363,16 @@ impl ApiServer {
         let _ = TcpStream::connect(self.addr); // wakes the accept loop
     }
 
+    /// Sets the resourceVersion back to `rv` (an API server whose cache lags the one the
+    /// client saw, or etcd restored from a backup): a list not older than a later one is
+    /// answered 504 "Too large resource version".
+    pub fn rewind(&self, rv: u64) {
+        let mut c = self.world.cluster.lock().unwrap();
+        c.rv = rv;
+        c.oldest = rv;
+        c.history.clear();
+    }
+
     /// Everything counted so far.
     pub fn counts(&self) -> Counts {
         self.world.counts.lock().unwrap().clone()
@@ -553,10 +565,15 @@ impl World {
             let mut counts = self.counts.lock().unwrap();
             counts.lists += 1;
             counts.list_rvs.push(q.get("resourceVersion").cloned());
+            counts.list_queries.push(q.clone());
         }
         let b = self.behaviour.lock().unwrap().clone();
         let c = self.cluster.lock().unwrap();
-        let from_cache = q.get("resourceVersion").is_some_and(|rv| !rv.is_empty());
+        // As the API server: "0", or a resourceVersion without a limit (not older than
+        // it), comes from the watch cache; one with a limit is an exact read (paged here).
+        let from_cache = q
+            .get("resourceVersion")
+            .is_some_and(|rv| rv == "0" || (!rv.is_empty() && !q.contains_key("limit")));
         let asked: u64 = q
             .get("resourceVersion")
             .and_then(|rv| rv.parse().ok())
