@@ -3,7 +3,6 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +14,9 @@ use crate::nodes::{self, NodeInfo, NodeList, WatchEvent};
 use crate::podcidr;
 
 mod connect;
+mod requests;
+
+pub use requests::{Kind, Outcome, Requests};
 
 /// A Node object is a few KiB (a few hundred with many images and annotations); anything
 /// this large is not one: one watch event or one Node body larger than this is an error
@@ -99,65 +101,6 @@ pub enum ListFrom {
     NotOlderThan(String),
     /// No resourceVersion: a quorum read from etcd; only when the cache cannot answer.
     Quorum,
-}
-
-/// What a request was: the kinds of `cni_rs_api_requests_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Get,
-    List,
-    Watch,
-}
-
-/// How it ended: answered 200, 410 Gone, or anything else (status or transport).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Ok,
-    Gone,
-    Error,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Get, Kind::List, Kind::Watch];
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Get => "get",
-            Kind::List => "list",
-            Kind::Watch => "watch",
-        }
-    }
-}
-
-impl Outcome {
-    pub const ALL: [Outcome; 3] = [Outcome::Ok, Outcome::Gone, Outcome::Error];
-    pub fn name(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Gone => "gone",
-            Outcome::Error => "error",
-        }
-    }
-}
-
-/// Requests made (one per list page) by kind and outcome, and TCP connections opened.
-#[derive(Debug, Default)]
-pub struct Requests {
-    counts: [[AtomicU64; 3]; 3],
-    connections: AtomicU64,
-}
-
-impl Requests {
-    fn add(&self, kind: Kind, outcome: Outcome) {
-        self.counts[kind as usize][outcome as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn count(&self, kind: Kind, outcome: Outcome) -> u64 {
-        self.counts[kind as usize][outcome as usize].load(Ordering::Relaxed)
-    }
-
-    pub fn connections(&self) -> u64 {
-        self.connections.load(Ordering::Relaxed)
-    }
 }
 
 /// The API server's address and the service account's files; one HTTP agent, kept while

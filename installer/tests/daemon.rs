@@ -138,8 +138,9 @@ fn puts_back_removed_or_changed_files_follows_the_pod_cidr_and_stops_on_sigterm(
     // from the last known podCIDRs.
     node.api.set(|b| b.forbidden = true);
     node.api.drop_watches();
-    eventually("a failed re-list", || {
-        daemon.metric("cni_rs_api_errors_total").unwrap_or(0) >= 1
+    // Two errors: the drop, then the 403 of the watch (or list) after a backoff.
+    eventually("a refused retry", || {
+        daemon.metric("cni_rs_api_errors_total").unwrap_or(0) >= 2
     });
     std::fs::remove_file(node.conflist_path()).unwrap();
     eventually("the conflist put back", || {

@@ -52,9 +52,7 @@ impl Connector<()> for KeepaliveTcp {
             };
             match attempt {
                 Ok(stream) => {
-                    self.requests
-                        .connections
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.requests.connected();
                     stream.set_nodelay(true)?;
                     keepalive(&stream)?;
                     let config = details.config;
