@@ -3,14 +3,20 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ipnetwork::IpNetwork;
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, TlsProvider};
+use ureq::unversioned::transport::Connector;
 
 use crate::nodes::{self, NodeInfo, NodeList, WatchEvent};
 use crate::podcidr;
+
+mod connect;
+mod requests;
+
+pub use requests::{Kind, Outcome, Requests};
 
 /// A Node object is a few KiB (a few hundred with many images and annotations); anything
 /// this large is not one: one watch event or one Node body larger than this is an error
@@ -22,9 +28,11 @@ const PAGE: u32 = 500;
 const MAX_PAGE: u64 = 256 << 20;
 /// One request, connect to last byte.
 const TIMEOUT: Duration = Duration::from_secs(15);
-/// How long the API server keeps one watch open (`timeoutSeconds`); the client gives up
-/// on a silent connection a little after it.
-pub const WATCH_SECONDS: u64 = 300;
+/// How much longer than its `timeoutSeconds` the client waits for a watch to end.
+pub const WATCH_SLACK: Duration = Duration::from_secs(10);
+/// A kept connection unused this long is closed (the watch reopens at once, so only an
+/// outage leaves it idle).
+const IDLE: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -68,7 +76,7 @@ pub enum ApiError {
     #[error("{url}: {reason}")]
     BadNode { url: String, reason: String },
     /// 410, or a watch ERROR event with code 410: the resourceVersion is too old.
-    #[error("{url}: 410 Gone: {message} (re-listing)")]
+    #[error("{url}: 410 Gone: {message} (re-listing after a backoff)")]
     Gone { url: String, message: String },
     /// A body or event that is not what the API sends (or too large to be).
     #[error("{url}: {reason}")]
@@ -81,17 +89,52 @@ pub struct Listing {
     pub resource_version: String,
 }
 
+/// Which state a list may be served from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListFrom {
+    /// `resourceVersion=0`: whatever the API server's watch cache holds (it may lag etcd
+    /// a little; the watch from its resourceVersion brings the agent up to date).
+    Cache,
+    /// `resourceVersion=RV&resourceVersionMatch=NotOlderThan` (no `limit`): from the watch
+    /// cache, not older than RV (what the agent has already seen: a re-list never takes
+    /// it back in time).
+    NotOlderThan(String),
+    /// No resourceVersion: a quorum read from etcd; only when the cache cannot answer.
+    Quorum,
+}
+
+/// The API server's address and the service account's files; one HTTP agent, kept while
+/// the CA file is unchanged, so that every request goes over one kept-alive connection.
 pub struct Client {
     pub server: String,
     pub token_file: PathBuf,
     pub ca_file: PathBuf,
+    requests: Arc<Requests>,
+    /// The CA file's bytes the agent was built with, and the agent.
+    agent: Mutex<Option<(Vec<u8>, ureq::Agent)>>,
 }
 
 impl Client {
-    /// The node's pod ranges; empty while it has none yet.
+    pub fn new(server: String, token_file: PathBuf, ca_file: PathBuf) -> Client {
+        Client {
+            server,
+            token_file,
+            ca_file,
+            requests: Arc::default(),
+            agent: Mutex::new(None),
+        }
+    }
+
+    /// The counts of requests this client made (shared with `/metrics`).
+    pub fn requests(&self) -> Arc<Requests> {
+        self.requests.clone()
+    }
+
+    /// The node's pod ranges; empty while it has none yet. Served from the watch cache:
+    /// a lagging answer only means one more wait for a podCIDR.
     pub fn pod_cidrs(&self, node: &str) -> Result<Vec<IpNetwork>, ApiError> {
-        let url = format!("{}/api/v1/nodes/{node}", self.server);
-        let body = self.get(&url, TIMEOUT, Some(node))?;
+        let url = format!("{}/api/v1/nodes/{node}?resourceVersion=0", self.server);
+        let body = self.get(&url, Kind::Get, TIMEOUT, Some(node))?;
         let body = read_bounded(body, MAX_EVENT as u64).map_err(|reason| ApiError::Decode {
             url: url.clone(),
             reason,
@@ -99,17 +142,30 @@ impl Client {
         podcidr::from_node_json(&body).map_err(|reason| ApiError::BadNode { url, reason })
     }
 
-    /// Every Node, page by page (`limit`, `continue`); one consistent snapshot.
-    pub fn list(&self) -> Result<Listing, ApiError> {
+    /// Every Node, page by page (`limit`, `continue`) if the server pages; one consistent
+    /// snapshot. The watch cache answers `resourceVersion=0` in one page whatever the
+    /// `limit`; a quorum read pages.
+    pub fn list(&self, from: &ListFrom) -> Result<Listing, ApiError> {
         let mut nodes = Vec::new();
         let mut token = String::new();
         loop {
-            let mut url = format!("{}/api/v1/nodes?limit={PAGE}", self.server);
+            let mut url = format!("{}/api/v1/nodes?", self.server);
             if !token.is_empty() {
-                url.push_str("&continue=");
-                url.push_str(&percent_encode(&token));
+                // The snapshot is the continue token's; a resourceVersion with it is refused.
+                url.push_str(&format!("limit={PAGE}&continue={}", percent_encode(&token)));
+            } else {
+                match from {
+                    ListFrom::Cache => url.push_str(&format!("limit={PAGE}&resourceVersion=0")),
+                    // No limit: with one and a resourceVersion the API server reads that
+                    // exact version, from etcd (410 once compacted), not from the cache.
+                    ListFrom::NotOlderThan(rv) => url.push_str(&format!(
+                        "resourceVersion={}&resourceVersionMatch=NotOlderThan",
+                        percent_encode(rv)
+                    )),
+                    ListFrom::Quorum => url.push_str(&format!("limit={PAGE}")),
+                }
             }
-            let body = self.get(&url, TIMEOUT, None)?;
+            let body = self.get(&url, Kind::List, TIMEOUT, None)?;
             let reader = BufReader::new(body.take(MAX_PAGE));
             let page: NodeList = serde_json::from_reader(reader).map_err(|e| ApiError::Decode {
                 url: url.clone(),
@@ -132,15 +188,18 @@ impl Client {
         }
     }
 
-    /// Opens a watch of every Node from `resource_version`, with bookmarks.
-    pub fn watch(&self, resource_version: &str) -> Result<Watch, ApiError> {
+    /// Opens a watch of every Node from `resource_version`, with bookmarks, that the API
+    /// server ends after `seconds`; the client gives up on it `WATCH_SLACK` later (a
+    /// half-open connection that TCP keepalive did not catch first).
+    pub fn watch(&self, resource_version: &str, seconds: u64) -> Result<Watch, ApiError> {
         let url = format!(
-            "{}/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}\
+            "{}/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds={seconds}\
              &resourceVersion={}",
             self.server,
             percent_encode(resource_version)
         );
-        let body = self.get(&url, Duration::from_secs(WATCH_SECONDS + 30), None)?;
+        let limit = Duration::from_secs(seconds) + WATCH_SLACK;
+        let body = self.get(&url, Kind::Watch, limit, None)?;
         Ok(Watch {
             url,
             reader: BufReader::new(body),
@@ -151,15 +210,35 @@ impl Client {
     fn get(
         &self,
         url: &str,
+        kind: Kind,
+        timeout: Duration,
+        node: Option<&str>,
+    ) -> Result<Box<dyn Read + Send>, ApiError> {
+        let result = self.call(url, timeout, node);
+        let outcome = match &result {
+            Ok(_) => Outcome::Ok,
+            Err(ApiError::Gone { .. }) => Outcome::Gone,
+            Err(_) => Outcome::Error,
+        };
+        self.requests.add(kind, outcome);
+        result
+    }
+
+    fn call(
+        &self,
+        url: &str,
         timeout: Duration,
         node: Option<&str>,
     ) -> Result<Box<dyn Read + Send>, ApiError> {
         // Both re-read per request: kubelet rotates the token, the CA may be rotated.
         let token = read(&self.token_file, "token file")?;
         let token = String::from_utf8_lossy(&token).trim().to_string();
-        let agent = self.agent(timeout)?;
+        let agent = self.agent()?;
         let resp = agent
             .get(url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
             .header("Authorization", format!("Bearer {token}"))
             .header("Accept", "application/json")
             .call()
@@ -196,8 +275,16 @@ impl Client {
         })
     }
 
-    fn agent(&self, timeout: Duration) -> Result<ureq::Agent, ApiError> {
+    /// The agent for the CA file as it is now: the one kept (and its pooled connection)
+    /// while the file is unchanged, a new one when it was rotated.
+    fn agent(&self) -> Result<ureq::Agent, ApiError> {
         let pem = read(&self.ca_file, "CA file")?;
+        let mut kept = self.agent.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((was, agent)) = kept.as_ref()
+            && *was == pem
+        {
+            return Ok(agent.clone());
+        }
         let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(&pem)
             .filter_map(|item| match item {
                 Ok(PemItem::Certificate(c)) => Some(c),
@@ -218,9 +305,22 @@ impl Client {
             // The in-cluster API server is never reached through an HTTP(S)_PROXY.
             .proxy(None)
             .http_status_as_error(false)
-            .timeout_global(Some(timeout))
+            .timeout_connect(Some(TIMEOUT))
+            // One API server: one connection, kept between a watch's end and the next.
+            .max_idle_connections(1)
+            .max_idle_connections_per_host(1)
+            .max_idle_age(IDLE)
             .build();
-        Ok(config.into())
+        let connector = ()
+            .chain(connect::KeepaliveTcp::new(self.requests.clone()))
+            .chain(ureq::unversioned::transport::RustlsConnector::default());
+        let agent = ureq::Agent::with_parts(
+            config,
+            connector,
+            ureq::unversioned::resolver::DefaultResolver::default(),
+        );
+        *kept = Some((pem, agent.clone()));
+        Ok(agent)
     }
 
     fn transport_error(&self, url: &str, err: ureq::Error) -> ApiError {
@@ -256,19 +356,28 @@ pub struct Watch {
 impl Watch {
     /// The next event; `None` when the server ended the watch (its timeout).
     pub fn next_event(&mut self) -> Result<Option<WatchEvent>, ApiError> {
-        let line =
-            read_line_bounded(&mut self.reader, MAX_EVENT).map_err(|reason| ApiError::Decode {
+        let line = read_line_bounded(&mut self.reader, MAX_EVENT).map_err(|e| match e {
+            // The connection failed mid-stream: what came before it is good.
+            Line::Io(reason) => ApiError::Unreachable {
                 url: self.url.clone(),
                 reason,
-            })?;
+            },
+            Line::TooLarge(reason) => ApiError::Decode {
+                url: self.url.clone(),
+                reason,
+            },
+        })?;
         let Some(line) = line else {
             return Ok(None);
         };
         match nodes::decode_event(&line) {
-            Ok(WatchEvent::Error { code: 410, message }) => Err(ApiError::Gone {
-                url: self.url.clone(),
-                message,
-            }),
+            Ok(WatchEvent::Error { code: 410, message }) => {
+                self.drain();
+                Err(ApiError::Gone {
+                    url: self.url.clone(),
+                    message,
+                })
+            }
             Ok(event) => Ok(Some(event)),
             Err(reason) => Err(ApiError::Decode {
                 url: self.url.clone(),
@@ -278,14 +387,29 @@ impl Watch {
     }
 }
 
+impl Watch {
+    /// Reads the little the server sends after an ERROR event (the end of the response),
+    /// so that the connection goes back to the pool for the re-list.
+    fn drain(&mut self) {
+        let _ = std::io::copy(&mut (&mut self.reader).take(64 << 10), &mut std::io::sink());
+    }
+}
+
+/// Why a line could not be read.
+#[derive(Debug)]
+enum Line {
+    Io(String),
+    TooLarge(String),
+}
+
 /// One line (without its newline), at most `max` bytes; `None` at the end of the stream.
 /// Blank lines are skipped.
-fn read_line_bounded(reader: &mut impl BufRead, max: usize) -> Result<Option<Vec<u8>>, String> {
+fn read_line_bounded(reader: &mut impl BufRead, max: usize) -> Result<Option<Vec<u8>>, Line> {
     let mut line = Vec::new();
     loop {
         let buf = reader
             .fill_buf()
-            .map_err(|e| format!("reading the watch stream: {e}"))?;
+            .map_err(|e| Line::Io(format!("reading the watch stream: {e}")))?;
         if buf.is_empty() {
             return Ok((!line.is_empty()).then_some(line));
         }
@@ -295,7 +419,9 @@ fn read_line_bounded(reader: &mut impl BufRead, max: usize) -> Result<Option<Vec
         };
         let ended = done > chunk.len();
         if line.len() + chunk.len() > max {
-            return Err(format!("a watch event larger than {max} bytes"));
+            return Err(Line::TooLarge(format!(
+                "a watch event larger than {max} bytes"
+            )));
         }
         line.extend_from_slice(chunk);
         reader.consume(done);
@@ -357,11 +483,10 @@ mod tests {
         assert_eq!(read_line_bounded(&mut r, 10).unwrap().unwrap(), b"ij");
         assert_eq!(read_line_bounded(&mut r, 10).unwrap(), None);
         let mut r = BufReader::with_capacity(4, &b"0123456789abc\n"[..]);
-        assert!(
-            read_line_bounded(&mut r, 10)
-                .unwrap_err()
-                .contains("larger than 10")
-        );
+        assert!(matches!(
+            read_line_bounded(&mut r, 10),
+            Err(Line::TooLarge(m)) if m.contains("larger than 10")
+        ));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct Backoff {
     next: Duration,
     max: Duration,
+    rng: Jitter,
 }
 
 impl Backoff {
@@ -13,6 +14,7 @@ impl Backoff {
         Backoff {
             next: Duration::from_secs(1).min(max),
             max,
+            rng: Jitter::seeded(),
         }
     }
 
@@ -20,10 +22,7 @@ impl Backoff {
     pub fn take(&mut self) -> Duration {
         let d = self.next;
         self.next = (d * 2).min(self.max);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |t| t.subsec_nanos());
-        d / 2 + d.mul_f64(f64::from(nanos % 1000) / 2000.0)
+        d / 2 + d.mul_f64(self.rng.unit() / 2.0)
     }
 
     /// The delays without jitter (`--once`'s wait for a podCIDR).
@@ -35,6 +34,31 @@ impl Backoff {
 
     pub fn reset(&mut self) {
         self.next = Duration::from_secs(1).min(self.max);
+    }
+}
+
+/// A small xorshift generator: spread, not secrecy. Seeded from the clock's nanoseconds
+/// and the process id, so agents started in the same second still draw apart.
+pub struct Jitter(u64);
+
+impl Jitter {
+    pub fn seeded() -> Jitter {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |t| t.as_nanos() as u64);
+        let local = 0u8;
+        let seed = nanos ^ (u64::from(std::process::id()) << 32) ^ (&local as *const u8 as u64);
+        Jitter(seed | 1)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        (x >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -52,5 +76,17 @@ mod tests {
         }
         b.reset();
         assert_eq!(b.take_exact(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn jitter_spreads_over_the_range() {
+        let mut j = Jitter::seeded();
+        let draws: Vec<f64> = (0..1000).map(|_| j.unit()).collect();
+        assert!(draws.iter().all(|u| (0.0..1.0).contains(u)));
+        // Each tenth of the range is hit: not stuck, not clustered.
+        for tenth in 0..10 {
+            let lo = f64::from(tenth) / 10.0;
+            assert!(draws.iter().any(|u| (lo..lo + 0.1).contains(u)), "{lo}");
+        }
     }
 }

@@ -4,8 +4,10 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::api::{Kind, Outcome, Requests};
 use crate::log;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
@@ -31,11 +33,18 @@ pub struct Metrics {
     pub last_sync: AtomicU64,
     /// How long the last reconcile took, in microseconds.
     pub last_reconcile_us: AtomicU64,
+    /// The API client's requests by kind and outcome (set when the watch starts).
+    api_requests: OnceLock<Arc<Requests>>,
 }
 
 impl Metrics {
     pub fn api_error(&self) {
         self.api_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Shows `requests` (the watch's client) on `/metrics`; the first one stays.
+    pub fn count_requests(&self, requests: Arc<Requests>) {
+        let _ = self.api_requests.set(requests);
     }
 
     pub fn ready(&self) -> bool {
@@ -150,8 +159,36 @@ impl Metrics {
             "How long the last reconcile took (desired state, files, routes, rules).",
             format!("{:.6}", get(&self.last_reconcile_us) as f64 / 1e6),
         );
+        if let Some(r) = self.api_requests.get() {
+            render_requests(&mut out, r);
+        }
         out
     }
+}
+
+fn render_requests(out: &mut String, r: &Requests) {
+    out.push_str(
+        "# HELP cni_rs_api_requests_total Requests to the API server (a list page is one) \
+         by kind and outcome (ok: 200, gone: 410, error: any other status or no answer).\n\
+         # TYPE cni_rs_api_requests_total counter\n",
+    );
+    for kind in Kind::ALL {
+        for outcome in Outcome::ALL {
+            out.push_str(&format!(
+                "cni_rs_api_requests_total{{kind=\"{}\",outcome=\"{}\"}} {}\n",
+                kind.name(),
+                outcome.name(),
+                r.count(kind, outcome)
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "# HELP cni_rs_api_connections_total TCP connections opened to the API server \
+         (one is kept alive for every request).\n\
+         # TYPE cni_rs_api_connections_total counter\n\
+         cni_rs_api_connections_total {}\n",
+        r.connections()
+    ));
 }
 
 /// Binds `addr` (port 0: any free port); the address it listens on.

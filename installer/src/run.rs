@@ -50,11 +50,11 @@ pub enum RunError {
 
 /// The API client the flags describe.
 pub fn client(args: &Args) -> Result<Client, RunError> {
-    Ok(Client {
-        server: args.api_server().map_err(RunError::Setup)?,
-        token_file: args.token_file.clone(),
-        ca_file: args.ca_file.clone(),
-    })
+    Ok(Client::new(
+        args.api_server().map_err(RunError::Setup)?,
+        args.token_file.clone(),
+        args.ca_file.clone(),
+    ))
 }
 
 /// This node's files: the plugin binaries and the conflist.

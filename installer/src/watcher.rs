@@ -3,10 +3,21 @@
 //! the reconcile loop takes a snapshot when it is ready for one, so a flood of events
 //! costs one reconcile, not one each.
 //!
-//! A watch the server ends (its `timeoutSeconds`) resumes from the last resourceVersion
-//! seen (events or bookmarks), as client-go's reflector does; a 410 re-lists at once; any
-//! other failure (connection, status, an event that does not decode or is too large)
-//! re-lists after a jittered backoff. The API is never polled.
+//! Built for a fleet: after an API server restart 5,000 agents must not stampede it.
+//! - Lists are served from the API server's watch cache: the first with
+//!   `resourceVersion=0`, a re-list with the last resourceVersion seen (not older than
+//!   what the agent acted on). A quorum read (etcd) only when the cache cannot answer
+//!   (the list is answered 410, or 504 "Too large resource version").
+//! - A watch the server ends at its `timeoutSeconds` (30-40 s, drawn per watch) resumes at
+//!   once from the last resourceVersion seen (events or bookmarks), as client-go does.
+//! - Every other end waits a jittered, doubling backoff first: a watch that ended within
+//!   a second with no event (client-go's rule: a failure), a 410 (then a re-list), a
+//!   connection or status failure (then a watch from the same resourceVersion), an event
+//!   that does not decode or is too large (then a re-list), a failed list. Only a watch
+//!   that opened and then delivered an event or lasted a second resets the backoff, so a list that
+//!   succeeds between two 410s does not.
+//!
+//! The API is never polled.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -14,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use hostnet::node::Drift;
 
-use crate::api::{ApiError, Client};
-use crate::backoff::Backoff;
+use crate::api::{ApiError, Client, ListFrom, Watch};
+use crate::backoff::{Backoff, Jitter};
 use crate::health::Metrics;
 use crate::log;
 use crate::nodes::{NodeInfo, WatchEvent};
@@ -24,6 +35,12 @@ use crate::nodes::{NodeInfo, WatchEvent};
 /// after a backoff) rather than grown without bound.
 pub const MAX_NODES: usize = 100_000;
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Each watch asks the server to end it after a time drawn from this range (seconds):
+/// with `WATCH_SLACK`, a connection gone silent is given up within a minute, and agents
+/// that started together do not re-watch together.
+pub const WATCH_SECONDS: (u64, u64) = (30, 40);
+/// A watch that ends sooner than this with no event is a failure (client-go's rule).
+const SHORT_WATCH: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct State {
@@ -168,70 +185,191 @@ impl Shared {
     }
 }
 
+/// Time as the watch loop sees it: real for the agent; tests pass a clock that moves only
+/// in their pauses, to count requests against the delays taken.
+pub trait Pace {
+    /// Waits `d` unless a stop comes first; false if stopped (or the test is done).
+    fn pause(&mut self, shared: &Shared, d: Duration) -> bool;
+    fn now(&self) -> Instant;
+}
+
+pub struct RealTime;
+
+impl Pace for RealTime {
+    fn pause(&mut self, shared: &Shared, d: Duration) -> bool {
+        shared.sleep(d)
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
 /// Keeps `shared`'s cache in step with the API server until a stop is requested.
 pub fn run(client: &Client, shared: &Shared, metrics: &Metrics) {
+    run_paced(client, shared, metrics, &mut RealTime);
+}
+
+/// [`run`] with the pauses and the clock of `pace`.
+pub fn run_paced(client: &Client, shared: &Shared, metrics: &Metrics, pace: &mut dyn Pace) {
+    metrics.count_requests(client.requests());
     let mut backoff = Backoff::new(MAX_BACKOFF);
-    let mut failed = false;
+    let mut jitter = Jitter::seeded();
+    let mut from = ListFrom::Cache;
+    // The last resourceVersion seen, and whether the cache holds everything up to it.
+    let mut rv = String::new();
+    let mut listed = false;
+    let mut wait = false;
     while shared.stopped().is_none() {
-        if failed && !shared.sleep(backoff.take()) {
+        if wait && !pace.pause(shared, backoff.take()) {
             return;
         }
-        failed = true;
-        let listing = match client.list() {
-            Ok(l) if l.nodes.len() > MAX_NODES => {
-                api_failure(
-                    metrics,
-                    &format!("the node list has more than {MAX_NODES} nodes"),
-                );
-                continue;
-            }
-            Ok(l) => l,
-            Err(e) => {
-                api_failure(metrics, &e.to_string());
-                continue;
-            }
-        };
-        let mut rv = listing.resource_version;
-        shared.replace(listing.nodes);
-        // Watches until one fails; a clean end resumes from the last resourceVersion.
-        loop {
-            match watch_once(client, shared, &mut rv, &mut backoff) {
-                Ok(()) => continue,
-                Err(WatchEnd::Gone(msg)) => {
-                    log(&msg);
-                    failed = false;
+        wait = true;
+        if !listed {
+            match list(client, shared, &from) {
+                Ok(v) => {
+                    rv = v;
+                    listed = true;
+                    wait = false;
                 }
-                Err(WatchEnd::Failed(msg)) => api_failure(metrics, &msg),
-                Err(WatchEnd::Stopped) => return,
+                Err(e) => {
+                    if e.api().is_some_and(cache_cannot_answer) {
+                        from = ListFrom::Quorum;
+                    }
+                    api_failure(metrics, &e.to_string());
+                }
             }
-            break;
+            continue;
+        }
+        let (lo, hi) = WATCH_SECONDS;
+        let seconds = lo + (jitter.unit() * (hi - lo + 1) as f64) as u64;
+        let end = match client.watch(&rv, seconds) {
+            Ok(mut watch) => {
+                let opened = pace.now();
+                let mut events = 0u64;
+                let end = follow(&mut watch, shared, &mut rv, &mut events);
+                // Opened, and an event or a second: the server is serving watches again.
+                if events > 0 || pace.now().duration_since(opened) >= SHORT_WATCH {
+                    backoff.reset();
+                    if let WatchEnd::Timeout = end {
+                        wait = false;
+                        continue;
+                    }
+                }
+                end
+            }
+            Err(e) => end_of(e),
+        };
+        match end {
+            WatchEnd::Timeout => api_failure(
+                metrics,
+                "the API server ended the watch within a second, with no event",
+            ),
+            WatchEnd::Gone(msg) => {
+                log(&msg);
+                listed = false;
+            }
+            WatchEnd::Failed { msg, relist } => {
+                api_failure(metrics, &msg);
+                listed = !relist;
+            }
+            WatchEnd::Stopped => return,
+        }
+        if !listed {
+            // Never older than what the agent has acted on.
+            from = ListFrom::NotOlderThan(rv.clone());
         }
     }
 }
 
+/// Why a list failed: the API's answer, or a cluster beyond `MAX_NODES`.
+enum ListError {
+    Api(ApiError),
+    TooMany,
+}
+
+impl ListError {
+    fn api(&self) -> Option<&ApiError> {
+        match self {
+            ListError::Api(e) => Some(e),
+            ListError::TooMany => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListError::Api(e) => e.fmt(f),
+            ListError::TooMany => write!(f, "the node list has more than {MAX_NODES} nodes"),
+        }
+    }
+}
+
+/// The watch cache cannot serve a list not older than the resourceVersion asked for: it
+/// was compacted away (410), or the cache has not caught up with it within the API
+/// server's wait (504 "Too large resource version", e.g. a lagging API server behind a
+/// load balancer). Then the next list is a quorum read.
+fn cache_cannot_answer(e: &ApiError) -> bool {
+    match e {
+        ApiError::Gone { .. } => true,
+        ApiError::Status {
+            status: 504,
+            message,
+            ..
+        } => message.contains("Too large resource version"),
+        _ => false,
+    }
+}
+
+/// Lists every Node into the cache; the list's resourceVersion.
+fn list(client: &Client, shared: &Shared, from: &ListFrom) -> Result<String, ListError> {
+    let listing = client.list(from).map_err(ListError::Api)?;
+    if listing.nodes.len() > MAX_NODES {
+        return Err(ListError::TooMany);
+    }
+    shared.replace(listing.nodes);
+    Ok(listing.resource_version)
+}
+
 enum WatchEnd {
+    /// The server ended the watch (its timeout, or earlier).
+    Timeout,
     Gone(String),
-    Failed(String),
+    /// `relist`: an event may have been lost; else the watch resumes from the last
+    /// resourceVersion seen.
+    Failed {
+        msg: String,
+        relist: bool,
+    },
     Stopped,
 }
 
-fn watch_once(
-    client: &Client,
-    shared: &Shared,
-    rv: &mut String,
-    backoff: &mut Backoff,
-) -> Result<(), WatchEnd> {
-    let failed = |e: ApiError| match e {
+/// What a failed request or read of a watch means for the next step.
+fn end_of(e: ApiError) -> WatchEnd {
+    match e {
         ApiError::Gone { .. } => WatchEnd::Gone(e.to_string()),
-        e => WatchEnd::Failed(e.to_string()),
-    };
-    let mut watch = client.watch(rv).map_err(failed)?;
+        ApiError::Decode { .. } | ApiError::BadNode { .. } => WatchEnd::Failed {
+            msg: e.to_string(),
+            relist: true,
+        },
+        e => WatchEnd::Failed {
+            msg: e.to_string(),
+            relist: false,
+        },
+    }
+}
+
+/// Applies `watch`'s events (counted in `events`) until it ends.
+fn follow(watch: &mut Watch, shared: &Shared, rv: &mut String, events: &mut u64) -> WatchEnd {
     loop {
         if shared.stopped().is_some() {
-            return Err(WatchEnd::Stopped);
+            return WatchEnd::Stopped;
         }
-        let Some(event) = watch.next_event().map_err(failed)? else {
-            return Ok(());
+        let event = match watch.next_event() {
+            Ok(Some(event)) => event,
+            Ok(None) => return WatchEnd::Timeout,
+            Err(e) => return end_of(e),
         };
         match &event {
             WatchEvent::Applied(_, v) | WatchEvent::Deleted(_, v) | WatchEvent::Bookmark(v)
@@ -240,20 +378,23 @@ fn watch_once(
                 rv.clone_from(v)
             }
             WatchEvent::Error { code, message } => {
-                return Err(WatchEnd::Failed(format!(
-                    "watch ERROR event {code}: {message}"
-                )));
+                return WatchEnd::Failed {
+                    msg: format!("watch ERROR event {code}: {message}"),
+                    relist: true,
+                };
             }
             _ => {}
         }
-        shared.apply(event).map_err(WatchEnd::Failed)?;
-        backoff.reset();
+        if let Err(msg) = shared.apply(event) {
+            return WatchEnd::Failed { msg, relist: true };
+        }
+        *events += 1;
     }
 }
 
 fn api_failure(metrics: &Metrics, msg: &str) {
     metrics.api_error();
-    log(&format!("error: {msg} (re-listing after a backoff)"));
+    log(&format!("error: {msg} (retrying after a backoff)"));
 }
 
 #[cfg(test)]
@@ -317,6 +458,29 @@ mod tests {
         assert_eq!(shared.take_drift(), routes.union(firewall));
         assert!(shared.take_drift().is_empty());
         assert!(matches!(shared.wait(Duration::ZERO), Wake::Idle));
+    }
+
+    #[test]
+    fn only_a_cache_that_cannot_answer_makes_the_list_a_quorum_read() {
+        let status = |status, message: &str| ApiError::Status {
+            url: "u".into(),
+            status,
+            message: message.into(),
+        };
+        let gone = ApiError::Gone {
+            url: "u".into(),
+            message: "too old resource version".into(),
+        };
+        assert!(cache_cannot_answer(&gone));
+        assert!(cache_cannot_answer(&status(
+            504,
+            "Too large resource version: 12, current: 10"
+        )));
+        assert!(!cache_cannot_answer(&status(504, "gateway timeout")));
+        assert!(!cache_cannot_answer(&status(
+            500,
+            "etcdserver: leader changed"
+        )));
     }
 
     #[test]

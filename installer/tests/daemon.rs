@@ -138,8 +138,9 @@ fn puts_back_removed_or_changed_files_follows_the_pod_cidr_and_stops_on_sigterm(
     // from the last known podCIDRs.
     node.api.set(|b| b.forbidden = true);
     node.api.drop_watches();
-    eventually("a failed re-list", || {
-        daemon.metric("cni_rs_api_errors_total").unwrap_or(0) >= 1
+    // Two errors: the drop, then the 403 of the watch (or list) after a backoff.
+    eventually("a refused retry", || {
+        daemon.metric("cni_rs_api_errors_total").unwrap_or(0) >= 2
     });
     std::fs::remove_file(node.conflist_path()).unwrap();
     eventually("the conflist put back", || {
@@ -282,4 +283,27 @@ fn read_only_conf_dir_is_a_clear_error() {
         "{log}"
     );
     assert!(node.names("net.d").is_empty());
+}
+
+#[test]
+fn metrics_count_api_requests_by_kind_over_one_connection_across_watch_restarts() {
+    let node = Node::new(&["10.244.3.0/24"]);
+    let daemon = Daemon::start(&node);
+    let requests = |kind: &str| {
+        daemon.metric(&format!(
+            "cni_rs_api_requests_total{{kind=\"{kind}\",outcome=\"ok\"}}"
+        ))
+    };
+    eventually("a watch counted", || requests("watch") >= Some(1));
+    // A 410 mid-watch: a re-list and a new watch, on the same connection.
+    node.api.expire_watches();
+    node.api
+        .put_node("node-2", &["10.244.9.0/24"], &["172.18.0.9"]);
+    eventually("the re-list and its watch", || {
+        requests("list") >= Some(2) && requests("watch") >= Some(2)
+    });
+    assert_eq!(requests("list").unwrap(), u64::from(node.api.lists()));
+    assert_eq!(node.api.connections(), 1);
+    assert_eq!(daemon.metric("cni_rs_api_connections_total"), Some(1));
+    assert!(node.api.counts().list_rvs.iter().all(Option::is_some));
 }

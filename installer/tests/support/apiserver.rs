@@ -6,6 +6,13 @@
 //! add, change and delete Nodes, expire every watch (410), drop the watch connections and
 //! send garbage. Used by the installer tests and, through `examples/stub-apiserver.rs`, by
 //! `scripts/e2e-install.sh` and the scale benchmark.
+//!
+//! HTTP/1.1 with keep-alive as the real API server: answers with a Content-Length, watches
+//! chunked, many requests per connection; it counts connections and requests by kind, and
+//! records each list's and watch's query. A list with `resourceVersion=0`, or with a
+//! resourceVersion and no limit, is served as the watch cache does: every Node in one
+//! page, `limit` ignored. `set_watch_mode` makes every watch end at once, or answer 410, or go silent;
+//! `restart` closes everything and listens again after a pause, with a fresh history.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -33,12 +40,35 @@ pub struct Behaviour {
     pub internal_ips: Vec<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Counts {
     pub requests: u32,
     pub unauthorized: u32,
     pub lists: u32,
     pub watches: u32,
+    pub gets: u32,
+    /// TLS connections accepted.
+    pub connections: u32,
+    /// The `resourceVersion` of each list request (None: absent, a quorum read).
+    pub list_rvs: Vec<Option<String>>,
+    /// The query of each list request.
+    pub list_queries: Vec<BTreeMap<String, String>>,
+    /// The query of each watch request.
+    pub watch_queries: Vec<BTreeMap<String, String>>,
+}
+
+/// How every new watch is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WatchMode {
+    /// Events from the history until the client's timeoutSeconds.
+    #[default]
+    Normal,
+    /// Ended at once, cleanly, with no event.
+    EndAtOnce,
+    /// A 410 ERROR event at once ("too old resource version"), then the end.
+    Gone,
+    /// Headers, then nothing, never an end: a half-open connection.
+    Silent,
 }
 
 /// One Node of the cluster: ranges and InternalIPs.
@@ -72,6 +102,13 @@ struct World {
     stop: AtomicBool,
     /// Nodes per list page (the client's `limit` is honoured up to this).
     page: usize,
+    watch_mode: Mutex<WatchMode>,
+    /// Ends every watch after at most this long (a benchmark's short watch cycle).
+    watch_cap: Mutex<Option<Duration>>,
+    /// Every open connection (to close them at a restart), by id.
+    conns: Mutex<BTreeMap<u64, TcpStream>>,
+    /// A restart asked for: how long to stay down.
+    restart: Mutex<Option<Duration>>,
 }
 
 pub struct ApiServer {
@@ -151,20 +188,45 @@ impl ApiServer {
             token: token.clone(),
             stop: AtomicBool::new(false),
             page: 500,
+            watch_mode: Mutex::new(WatchMode::Normal),
+            watch_cap: Mutex::new(None),
+            conns: Mutex::new(BTreeMap::new()),
+            restart: Mutex::new(None),
         });
         let config = Arc::new(config);
         let w = world.clone();
         let thread = std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if w.stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                if let Ok(tcp) = conn {
-                    let (w, config) = (w.clone(), config.clone());
-                    // Handshake failures (a client with the wrong CA) just end that connection.
-                    std::thread::spawn(move || {
-                        let _ = w.serve(tcp, config);
-                    });
+            let mut listener = listener;
+            let mut id = 0u64;
+            'listen: loop {
+                for conn in listener.incoming() {
+                    if w.stop.load(Ordering::SeqCst) {
+                        break 'listen;
+                    }
+                    let down = w.restart.lock().unwrap().take();
+                    if let Some(down) = down {
+                        // Down: connections refused until the same address is bound again.
+                        drop(listener);
+                        for (_, c) in std::mem::take(&mut *w.conns.lock().unwrap()) {
+                            let _ = c.shutdown(std::net::Shutdown::Both);
+                        }
+                        std::thread::sleep(down);
+                        listener = TcpListener::bind(addr).unwrap();
+                        continue 'listen;
+                    }
+                    if let Ok(tcp) = conn {
+                        id += 1;
+                        if let Ok(c) = tcp.try_clone() {
+                            w.conns.lock().unwrap().insert(id, c);
+                        }
+                        let (w, config, id) = (w.clone(), config.clone(), id);
+                        // Handshake failures (a client with the wrong CA) just end that
+                        // connection.
+                        std::thread::spawn(move || {
+                            let _ = w.serve(tcp, config);
+                            w.conns.lock().unwrap().remove(&id);
+                        });
+                    }
                 }
             }
         });
@@ -275,6 +337,51 @@ impl ApiServer {
         self.world.changed.notify_all();
     }
 
+    /// How every watch from now on is answered.
+    pub fn set_watch_mode(&self, mode: WatchMode) {
+        *self.world.watch_mode.lock().unwrap() = mode;
+    }
+
+    /// Ends every watch from now on after at most `cap` (None: at its timeoutSeconds).
+    pub fn set_watch_cap(&self, cap: Option<Duration>) {
+        *self.world.watch_cap.lock().unwrap() = cap;
+    }
+
+    /// Closes every connection and refuses new ones for `down`, then serves again with a
+    /// fresh watch cache: a watch from any resourceVersion seen before gets 410.
+    pub fn restart(&self, down: Duration) {
+        {
+            let mut c = self.world.cluster.lock().unwrap();
+            // The new cache starts at the current resourceVersion.
+            c.rv += 1;
+            c.oldest = c.rv;
+            c.history.clear();
+            c.drop_gen += 1;
+        }
+        *self.world.restart.lock().unwrap() = Some(down);
+        self.world.changed.notify_all();
+        let _ = TcpStream::connect(self.addr); // wakes the accept loop
+    }
+
+    /// Sets the resourceVersion back to `rv` (an API server whose cache lags the one the
+    /// client saw, or etcd restored from a backup): a list not older than a later one is
+    /// answered 504 "Too large resource version".
+    pub fn rewind(&self, rv: u64) {
+        let mut c = self.world.cluster.lock().unwrap();
+        c.rv = rv;
+        c.oldest = rv;
+        c.history.clear();
+    }
+
+    /// Everything counted so far.
+    pub fn counts(&self) -> Counts {
+        self.world.counts.lock().unwrap().clone()
+    }
+
+    pub fn connections(&self) -> u32 {
+        self.world.counts.lock().unwrap().connections
+    }
+
     pub fn requests(&self) -> u32 {
         self.world.counts.lock().unwrap().requests
     }
@@ -343,37 +450,60 @@ type Tls = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
 
 impl World {
     fn serve(&self, tcp: TcpStream, config: Arc<rustls::ServerConfig>) -> std::io::Result<()> {
-        tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
+        // A kept-alive connection idle this long is closed, as the API server does.
+        tcp.set_read_timeout(Some(Duration::from_secs(90)))?;
         let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
         let mut tls = BufReader::new(rustls::StreamOwned::new(conn, tcp));
-        let mut request_line = String::new();
-        tls.read_line(&mut request_line)?;
-        let mut authorization = None;
+        let mut counted = false;
         loop {
-            let mut line = String::new();
-            if tls.read_line(&mut line)? == 0 || line.trim().is_empty() {
-                break;
+            let mut request_line = String::new();
+            if tls.read_line(&mut request_line)? == 0 {
+                return Ok(());
             }
-            if let Some((name, value)) = line.split_once(':')
-                && name.eq_ignore_ascii_case("authorization")
+            if !counted {
+                // The handshake is done once a request line came through it.
+                self.counts.lock().unwrap().connections += 1;
+                counted = true;
+            }
+            let mut authorization = None;
+            let mut close = false;
+            loop {
+                let mut line = String::new();
+                if tls.read_line(&mut line)? == 0 || line.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("authorization") {
+                        authorization = Some(value.trim().to_string());
+                    }
+                    if name.eq_ignore_ascii_case("connection")
+                        && value.trim().eq_ignore_ascii_case("close")
+                    {
+                        close = true;
+                    }
+                }
+            }
+            let stream = tls.get_mut();
+            let mut parts = request_line.split_whitespace();
+            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let q = query(path);
+            if self.authorized(authorization.as_deref())
+                && method == "GET"
+                && path.starts_with("/api/v1/nodes?")
+                && q.get("watch").is_some_and(|v| v == "1" || v == "true")
+                && !self.behaviour.lock().unwrap().forbidden
             {
-                authorization = Some(value.trim().to_string());
+                if !self.watch(stream, &q)? {
+                    return Ok(()); // dropped without a word
+                }
+            } else {
+                let (status, body) = self.answer(method, path, &q, authorization.as_deref());
+                respond(stream, status, &body.to_string())?;
+            }
+            if close {
+                return close_tls(stream);
             }
         }
-        let stream = tls.get_mut();
-        let mut parts = request_line.split_whitespace();
-        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let q = query(path);
-        if self.authorized(authorization.as_deref())
-            && method == "GET"
-            && path.starts_with("/api/v1/nodes?")
-            && q.get("watch").is_some_and(|v| v == "1" || v == "true")
-            && !self.behaviour.lock().unwrap().forbidden
-        {
-            return self.watch(stream, &q);
-        }
-        let (status, body) = self.answer(method, path, &q, authorization.as_deref());
-        respond(stream, status, &body.to_string())
     }
 
     fn authorized(&self, authorization: Option<&str>) -> bool {
@@ -419,6 +549,7 @@ impl World {
         let Some(name) = name else {
             return self.list(q);
         };
+        self.counts.lock().unwrap().gets += 1;
         if method != "GET" || name != self.node {
             return (
                 404,
@@ -430,14 +561,34 @@ impl World {
     }
 
     fn list(&self, q: &BTreeMap<String, String>) -> (u16, Value) {
-        self.counts.lock().unwrap().lists += 1;
+        {
+            let mut counts = self.counts.lock().unwrap();
+            counts.lists += 1;
+            counts.list_rvs.push(q.get("resourceVersion").cloned());
+            counts.list_queries.push(q.clone());
+        }
         let b = self.behaviour.lock().unwrap().clone();
         let c = self.cluster.lock().unwrap();
+        // As the API server: "0", or a resourceVersion without a limit (not older than
+        // it), comes from the watch cache; one with a limit is an exact read (paged here).
+        let from_cache = q
+            .get("resourceVersion")
+            .is_some_and(|rv| rv == "0" || (!rv.is_empty() && !q.contains_key("limit")));
+        let asked: u64 = q
+            .get("resourceVersion")
+            .and_then(|rv| rv.parse().ok())
+            .unwrap_or(0);
+        if asked > c.rv {
+            let msg = format!("Too large resource version: {asked}, current: {}", c.rv);
+            return (504, status_object(504, "Timeout", &msg));
+        }
+        // The watch cache answers in one page whatever the limit.
         let limit = q
             .get("limit")
             .and_then(|l| l.parse::<usize>().ok())
+            .filter(|_| !from_cache)
             .unwrap_or(usize::MAX)
-            .min(self.page);
+            .min(if from_cache { usize::MAX } else { self.page });
         // The continue token: the index to go on from, and the snapshot's resourceVersion.
         let from = q
             .get("continue")
@@ -458,49 +609,77 @@ impl World {
         )
     }
 
-    /// Streams events after `resourceVersion` until the client's timeoutSeconds, an expiry
-    /// (410 ERROR event), a drop or the server's end.
-    fn watch(&self, stream: &mut Tls, q: &BTreeMap<String, String>) -> std::io::Result<()> {
-        self.counts.lock().unwrap().requests += 1;
-        self.counts.lock().unwrap().watches += 1;
+    /// Streams events after `resourceVersion` (chunked) until the client's timeoutSeconds,
+    /// an expiry (410 ERROR event), a drop or the server's end; false: dropped, the
+    /// connection is to be closed without a word.
+    fn watch(&self, stream: &mut Tls, q: &BTreeMap<String, String>) -> std::io::Result<bool> {
+        {
+            let mut counts = self.counts.lock().unwrap();
+            counts.requests += 1;
+            counts.watches += 1;
+            counts.watch_queries.push(q.clone());
+        }
         let timeout = q
             .get("timeoutSeconds")
             .and_then(|t| t.parse().ok())
             .unwrap_or(300);
-        let end = Instant::now() + Duration::from_secs(timeout);
+        let mut end = Instant::now() + Duration::from_secs(timeout);
+        if let Some(cap) = *self.watch_cap.lock().unwrap() {
+            end = end.min(Instant::now() + cap);
+        }
         let mut rv: u64 = q
             .get("resourceVersion")
             .and_then(|r| r.parse().ok())
             .unwrap_or(0);
         write!(
             stream,
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+             Transfer-Encoding: chunked\r\n\r\n"
         )?;
         stream.flush()?;
         let (expire_gen, drop_gen) = {
             let c = self.cluster.lock().unwrap();
             (c.expire_gen, c.drop_gen)
         };
+        let gone = || {
+            event(
+                "ERROR",
+                &status_object(410, "Expired", "too old resource version"),
+            )
+        };
+        let mode = *self.watch_mode.lock().unwrap();
+        match mode {
+            WatchMode::Normal => {}
+            WatchMode::EndAtOnce => return end_chunks(stream),
+            WatchMode::Gone => {
+                chunk(stream, &gone())?;
+                return end_chunks(stream);
+            }
+            WatchMode::Silent => loop {
+                if self.stop.load(Ordering::SeqCst) {
+                    return Ok(false);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            },
+        }
         let mut c = self.cluster.lock().unwrap();
         if rv < c.oldest {
             drop(c);
-            let gone = status_object(410, "Expired", "too old resource version");
-            writeln!(stream, "{}", event("ERROR", &gone))?;
-            return close(stream);
+            chunk(stream, &gone())?;
+            return end_chunks(stream);
         }
         loop {
             if self.stop.load(Ordering::SeqCst) || Instant::now() >= end {
                 drop(c);
-                return close(stream);
+                return end_chunks(stream);
             }
             if c.drop_gen != drop_gen {
-                return Ok(()); // no close_notify, no word: a dropped connection
+                return Ok(false); // no close_notify, no word: a dropped connection
             }
             if c.expire_gen != expire_gen {
                 drop(c);
-                let gone = status_object(410, "Expired", "too old resource version");
-                writeln!(stream, "{}", event("ERROR", &gone))?;
-                return close(stream);
+                chunk(stream, &gone())?;
+                return end_chunks(stream);
             }
             let pending: Vec<(u64, String)> =
                 c.history.iter().filter(|(r, _)| *r > rv).cloned().collect();
@@ -514,7 +693,7 @@ impl World {
             }
             drop(c);
             for (r, line) in pending {
-                writeln!(stream, "{line}")?;
+                chunk(stream, &line)?;
                 rv = r;
             }
             stream.flush()?;
@@ -523,7 +702,19 @@ impl World {
     }
 }
 
-fn close(stream: &mut Tls) -> std::io::Result<()> {
+/// One watch event as one chunk.
+fn chunk(stream: &mut Tls, line: &str) -> std::io::Result<()> {
+    write!(stream, "{:x}\r\n{line}\n\r\n", line.len() + 1)
+}
+
+/// The end of a chunked watch; the connection stays open for the next request.
+fn end_chunks(stream: &mut Tls) -> std::io::Result<bool> {
+    write!(stream, "0\r\n\r\n")?;
+    stream.flush()?;
+    Ok(true)
+}
+
+fn close_tls(stream: &mut Tls) -> std::io::Result<()> {
     stream.flush()?;
     stream.conn.send_close_notify();
     stream.flush()
@@ -533,11 +724,11 @@ fn respond(stream: &mut Tls, status: u16, body: &str) -> std::io::Result<()> {
     write!(
         stream,
         "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
+         \r\n{body}",
         reason(status),
         body.len()
     )?;
-    close(stream)
+    stream.flush()
 }
 
 fn reason(status: u16) -> &'static str {
@@ -546,6 +737,7 @@ fn reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         403 => "Forbidden",
         410 => "Gone",
+        504 => "Gateway Timeout",
         _ => "Not Found",
     }
 }
