@@ -61,6 +61,8 @@ struct Agent<'a> {
     own: Vec<IpNetwork>,
     /// This node's last valid Node, kept through an API glitch (`desired_keeping`).
     last_own: Option<Arc<NodeInfo>>,
+    /// Whether the last pass stood in for this node's Node with `last_own`.
+    kept_own: bool,
     nodes: Option<Vec<Arc<NodeInfo>>>,
     retry: Backoff,
     retry_at: Option<Instant>,
@@ -147,6 +149,7 @@ pub fn run(
         warning: BTreeSet::new(),
         own: Vec::new(),
         last_own: None,
+        kept_own: false,
         nodes: None,
         retry: Backoff::new(MAX_RETRY),
         retry_at: None,
@@ -388,6 +391,12 @@ impl Agent<'_> {
         for w in &d.warnings {
             self.warn_once(format!("warning: {w}"));
         }
+        if self.kept_own && !d.kept_own {
+            log(&format!(
+                "node {me}: its own Node is valid again; the last good state no longer stands in"
+            ));
+        }
+        self.kept_own = d.kept_own;
         d
     }
 

@@ -56,6 +56,9 @@ pub struct Desired {
     pub policy: NodePolicy,
     /// One line per refused node, field or route.
     pub warnings: Vec<String>,
+    /// This node's own Node was missing or refused, and its last good one stands in
+    /// (`desired_keeping`).
+    pub kept_own: bool,
 }
 
 /// A node whose data passed the checks that need only the node itself.
@@ -390,6 +393,7 @@ pub fn desired_keeping<N: Borrow<NodeInfo> + Clone>(
             ips.join(",")
         ),
     );
+    d.kept_own = true;
     d
 }
 

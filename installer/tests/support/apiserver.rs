@@ -316,7 +316,9 @@ impl ApiServer {
     /// from any earlier resourceVersion is answered 410.
     pub fn expire_watches(&self) {
         let mut c = self.world.cluster.lock().unwrap();
-        c.oldest = c.rv + 1;
+        // A list made after this returns the current version, which (as on a real API
+        // server) is watchable; only what came before it is gone.
+        c.oldest = c.rv;
         c.history.clear();
         c.expire_gen += 1;
         self.world.changed.notify_all();
