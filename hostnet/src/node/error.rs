@@ -20,6 +20,7 @@ use crate::sysctl::SysctlError;
 #[error("{op}: {cause}")]
 pub struct NodeNetError {
     pub op: Op,
+    #[source]
     pub cause: Cause,
 }
 

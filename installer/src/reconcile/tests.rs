@@ -191,6 +191,11 @@ fn one_failed_route_does_not_stop_the_others() {
         e.error.op,
         Op::DeleteRoute(route("10.244.5.0/24", "192.168.0.5"))
     );
+    // The log line names the operation and the route once.
+    assert_eq!(
+        e.to_string(),
+        "delete route 10.244.5.0/24 via 192.168.0.5: injected failure"
+    );
     assert!(out.firewall_ok && !out.routes_ok());
 
     // Adds failing: the firewall and forwarding still go on.
