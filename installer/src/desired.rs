@@ -104,7 +104,10 @@ fn family_matches(net: &IpNetwork, ip: &IpAddr) -> bool {
     net.is_ipv4() == ip.is_ipv4()
 }
 
-/// The desired state for node `me` from every Node (owned, or shared with the watcher).
+/// The desired state for node `me` from every Node (owned, or shared with the watcher), in
+/// its phases: each node checked on its own, the survivors against this node, against each
+/// other (overlapping ranges) and for pod addresses; then a route or the overlay per peer
+/// range, and the firewall policy over every trusted range.
 pub fn desired<N: Borrow<NodeInfo>>(
     me: &str,
     nodes: &[N],
@@ -112,23 +115,87 @@ pub fn desired<N: Borrow<NodeInfo>>(
     opts: &Options,
 ) -> Desired {
     let mut out = Desired::default();
-    let mut warn = |msg: String| out.warnings.push(msg);
     let local_addrs: BTreeSet<IpAddr> = local.addrs.iter().copied().collect();
+    let (own, candidates) = check_each(me, nodes, opts, &local_addrs, &mut out);
+    let own_cidrs: Vec<IpNetwork> = own.as_ref().map(|o| o.cidrs.to_vec()).unwrap_or_default();
 
-    // Checks of each node on its own.
+    let mut refused = against_this_node(&candidates, &own_cidrs, &local_addrs, local.on_link);
+    // Against each other: the older node keeps a range two claim.
+    let trusted = overlapping(&candidates, &mut refused);
+    pod_addresses(&candidates, &trusted, &own_cidrs, &mut refused);
+    for (i, why) in &refused {
+        let name = candidates[*i].name;
+        out.warnings
+            .push(format!("node {name}: {why}; node skipped"));
+    }
+
+    let (underlay, mut no_overlay) = match opts.mode {
+        Mode::HostGw => (None, None),
+        _ if own.is_none() => (None, None), // own_error says why
+        _ => match underlay(me, nodes, &local_addrs) {
+            Ok(u) => (Some(u), None),
+            Err(e) => (None, Some(e)),
+        },
+    };
+    if opts.mode == Mode::Vxlan
+        && let Some(e) = no_overlay.take()
+    {
+        out.warnings.push(e);
+    }
+    let mut paths = Paths {
+        mode: opts.mode,
+        underlay,
+        no_overlay,
+        on_link: local.on_link,
+        // Collected, then built in one go (a sorted bulk build, not 10,000 inserts).
+        routes: Vec::with_capacity(2 * candidates.len()),
+        warnings: &mut out.warnings,
+    };
+    // The pod ranges every node trusts: this node's and those of every node served.
+    let mut pod_ranges: Vec<IpNetwork> = own_cidrs.clone();
+    for (i, c) in candidates.iter().enumerate() {
+        if refused.contains_key(&i) {
+            continue;
+        }
+        pod_ranges.extend(c.cidrs.iter().copied());
+        if let Some(peer) = paths.route_or_overlay(c) {
+            out.overlay.insert(peer);
+        }
+    }
+    out.routes = paths.routes.into_iter().collect();
+    out.underlay = underlay;
+    out.policy = policy(&own_cidrs, &pod_ranges, opts);
+    out.own_cidrs = own_cidrs;
+    out
+}
+
+/// Checks of each node on its own: its ranges parse and lie inside `--cluster-cidr`, its
+/// InternalIPs parse and are not this node's. Returns this node (when usable; `own_error`
+/// says why not) and the other nodes with ranges that passed, warning for each refused.
+fn check_each<'a, N: Borrow<NodeInfo>>(
+    me: &str,
+    nodes: &'a [N],
+    opts: &Options,
+    local_addrs: &BTreeSet<IpAddr>,
+    out: &mut Desired,
+) -> (Option<Candidate<'a>>, Vec<Candidate<'a>>) {
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut own: Option<Candidate> = None;
     for node in nodes {
         let node: &NodeInfo = node.borrow();
         let is_me = node.name == me;
+        let mut refuse = |msg: String| {
+            if is_me {
+                out.own_error = Some(format!("node {me}: {msg}"));
+            } else {
+                out.warnings
+                    .push(format!("node {}: {msg}; node skipped", node.name));
+            }
+        };
         let cidrs = match &node.ranges {
             Ok(c) => c.as_slice(),
-            Err(e) if is_me => {
-                out.own_error = Some(format!("node {me}: {e}"));
-                continue;
-            }
             Err(e) => {
-                warn(format!("node {}: {e}; node skipped", node.name));
+                refuse(e.to_string());
                 continue;
             }
         };
@@ -136,15 +203,10 @@ pub fn desired<N: Borrow<NodeInfo>>(
             .iter()
             .find(|n| outside_cluster(n, &opts.cluster_cidrs))
         {
-            let msg = format!(
+            refuse(format!(
                 "{} {net} is outside every --cluster-cidr of its family",
                 node.pod_cidrs_field
-            );
-            if is_me {
-                out.own_error = Some(format!("node {me}: {msg}"));
-            } else {
-                warn(format!("node {}: {msg}; node skipped", node.name));
-            }
+            ));
             continue;
         }
         if is_me {
@@ -167,7 +229,7 @@ pub fn desired<N: Borrow<NodeInfo>>(
                 .map(|ip| format!("status.addresses InternalIP {ip} is an address of this node")),
         };
         if let Some(msg) = bad {
-            warn(format!("node {}: {msg}; node skipped", node.name));
+            refuse(msg);
             continue;
         }
         if cidrs.is_empty() {
@@ -181,16 +243,21 @@ pub fn desired<N: Borrow<NodeInfo>>(
             ips,
         });
     }
-    match &own {
-        None if out.own_error.is_none() => {
-            out.own_error = Some(format!("node {me} is not in the API server's node list"));
-        }
-        _ => {}
+    if own.is_none() && out.own_error.is_none() {
+        out.own_error = Some(format!("node {me} is not in the API server's node list"));
     }
-    let own_cidrs: Vec<IpNetwork> = own.as_ref().map(|o| o.cidrs.to_vec()).unwrap_or_default();
+    (own, candidates)
+}
 
-    // Checks against this node: its ranges, its addresses, its connected networks; and a
-    // range holding its own node's InternalIP.
+/// Checks against this node: a range overlapping its pod ranges, holding one of its
+/// addresses (or its own node's InternalIP), or overlapping a network connected to it.
+/// Returns why each refused candidate (by index) is.
+fn against_this_node(
+    candidates: &[Candidate],
+    own_cidrs: &[IpNetwork],
+    local_addrs: &BTreeSet<IpAddr>,
+    on_link: &mut dyn FnMut(IpAddr) -> bool,
+) -> BTreeMap<usize, String> {
     let mut refused: BTreeMap<usize, String> = BTreeMap::new();
     let local_keys: Vec<(u8, u128)> = {
         let mut v: Vec<_> = local_addrs.iter().copied().map(key).collect();
@@ -216,7 +283,7 @@ pub fn desired<N: Borrow<NodeInfo>>(
             if holds(&local_keys, net) || c.ips.iter().flatten().any(|ip| holds(&[key(*ip)], net)) {
                 return Some(format!("{} {net} contains a node address", c.field));
             }
-            (local.on_link)(net.network()).then(|| {
+            on_link(net.network()).then(|| {
                 format!(
                     "{} {net} overlaps a network connected to this node",
                     c.field
@@ -227,9 +294,17 @@ pub fn desired<N: Borrow<NodeInfo>>(
             refused.insert(i, why);
         }
     }
-    // Against each other: the older node keeps a range two claim.
-    let trusted = overlapping(&candidates, &mut refused);
-    // Pod ranges that survived, disjoint now: an InternalIP inside one is a pod address.
+    refused
+}
+
+/// Refuses a candidate not refused yet whose InternalIP lies in a pod range that survived
+/// (`trusted`, disjoint and by start) or in this node's: it is a pod's address.
+fn pod_addresses(
+    candidates: &[Candidate],
+    trusted: &[Span],
+    own_cidrs: &[IpNetwork],
+    refused: &mut BTreeMap<usize, String>,
+) {
     let pod_address = |ip: &IpAddr| {
         let k = key(*ip);
         let at = trusted.partition_point(|r| r.start <= k);
@@ -247,35 +322,27 @@ pub fn desired<N: Borrow<NodeInfo>>(
             );
         }
     }
-    for (i, why) in &refused {
-        warn(format!("node {}: {why}; node skipped", candidates[*i].name));
-    }
+}
 
-    // Routes or overlay peers, and the pod ranges every node trusts.
-    // Why this node cannot have the overlay: said once, when a peer needs it.
-    let mut no_overlay = None;
-    let underlay = match opts.mode {
-        Mode::HostGw => None,
-        _ if own.is_none() => None, // own_error says why
-        _ => underlay(me, nodes, &local_addrs)
-            .map_err(|e| no_overlay = Some(e))
-            .ok(),
-    };
-    if opts.mode == Mode::Vxlan
-        && let Some(e) = no_overlay.take()
-    {
-        warn(e);
-    }
-    let mut pod_ranges: Vec<IpNetwork> = own_cidrs.clone();
-    // Collected, then built in one go (a sorted bulk build, not 10,000 inserts).
-    let mut routes: Vec<PodRoute> = Vec::with_capacity(2 * candidates.len());
-    for (i, c) in candidates.iter().enumerate() {
-        if refused.contains_key(&i) {
-            continue;
-        }
-        pod_ranges.extend(c.cidrs.iter().copied());
+/// How each trusted peer's ranges are reached: a direct route, else the overlay.
+struct Paths<'a, 'w> {
+    mode: Mode,
+    /// This node's end of the overlay; None: no overlay.
+    underlay: Option<IpAddr>,
+    /// Why this node cannot have the overlay: said once, when a peer needs it.
+    no_overlay: Option<String>,
+    on_link: &'a mut dyn FnMut(IpAddr) -> bool,
+    routes: Vec<PodRoute>,
+    warnings: &'w mut Vec<String>,
+}
+
+impl Paths<'_, '_> {
+    /// A direct route to each of `c`'s ranges whose gateway (its InternalIP of the range's
+    /// family) is on-link, unless `--mode vxlan`; the others through the overlay, when
+    /// both ends have one (the peer overlay returned), else a warning per range.
+    fn route_or_overlay(&mut self, c: &Candidate) -> Option<OverlayPeer> {
         // The peer's end of the overlay: its InternalIP of our underlay's family.
-        let peer_underlay = underlay.and_then(|u| {
+        let peer_underlay = self.underlay.and_then(|u| {
             c.ips
                 .iter()
                 .flatten()
@@ -284,10 +351,10 @@ pub fn desired<N: Borrow<NodeInfo>>(
         let mut overlay = Vec::new();
         for net in c.cidrs {
             let gw = c.ips.iter().flatten().find(|ip| family_matches(net, ip));
-            if opts.mode != Mode::Vxlan
-                && let Some(gw) = gw.filter(|gw| (local.on_link)(**gw))
+            if self.mode != Mode::Vxlan
+                && let Some(gw) = gw.filter(|gw| (self.on_link)(**gw))
             {
-                routes.push(PodRoute {
+                self.routes.push(PodRoute {
                     dst: *net,
                     gateway: *gw,
                 });
@@ -298,38 +365,37 @@ pub fn desired<N: Borrow<NodeInfo>>(
                 overlay.push(*net);
                 continue;
             }
-            if let Some(e) = no_overlay.take() {
-                warn(e);
+            if let Some(e) = self.no_overlay.take() {
+                self.warnings.push(e);
             }
-            let fam = |v4: bool| if v4 { "IPv4" } else { "IPv6" };
-            warn(match (gw, underlay) {
-                (_, Some(u)) => format!(
-                    "node {}: no {} InternalIP in status.addresses for the overlay (this \
-                     node's underlay address is {u}); no route to its {net}",
-                    c.name,
-                    fam(u.is_ipv4())
-                ),
-                (None, None) => format!(
-                    "node {}: no {} InternalIP in status.addresses; no route to its {net}",
-                    c.name,
-                    fam(net.is_ipv4())
-                ),
-                (Some(gw), None) => format!(
-                    "node {}: InternalIP {gw} is not directly reachable from this node (its \
-                     route has a gateway); no route to its {net}",
-                    c.name
-                ),
-            });
+            self.warnings.push(no_path(c.name, net, gw, self.underlay));
         }
-        if let (Some(ip), false) = (peer_underlay, overlay.is_empty()) {
-            out.overlay.insert(OverlayPeer::new(*ip, overlay));
+        match (peer_underlay, overlay.is_empty()) {
+            (Some(ip), false) => Some(OverlayPeer::new(*ip, overlay)),
+            _ => None,
         }
     }
-    out.routes = routes.into_iter().collect();
-    out.underlay = underlay;
-    out.policy = policy(&own_cidrs, &pod_ranges, opts);
-    out.own_cidrs = own_cidrs;
-    out
+}
+
+/// Why node `name`'s range `net` gets no route: `gw` its InternalIP of that family (not
+/// on-link, or missing), `underlay` this node's end of the overlay.
+fn no_path(name: &str, net: &IpNetwork, gw: Option<&IpAddr>, underlay: Option<IpAddr>) -> String {
+    let fam = |v4: bool| if v4 { "IPv4" } else { "IPv6" };
+    match (gw, underlay) {
+        (_, Some(u)) => format!(
+            "node {name}: no {} InternalIP in status.addresses for the overlay (this node's \
+             underlay address is {u}); no route to its {net}",
+            fam(u.is_ipv4())
+        ),
+        (None, None) => format!(
+            "node {name}: no {} InternalIP in status.addresses; no route to its {net}",
+            fam(net.is_ipv4())
+        ),
+        (Some(gw), None) => format!(
+            "node {name}: InternalIP {gw} is not directly reachable from this node (its route \
+             has a gateway); no route to its {net}"
+        ),
+    }
 }
 
 /// [`desired`], keeping this node's last good Node through an API glitch. When its Node is

@@ -15,8 +15,45 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use hostnet::node::{Drift, NodeNet, NodePolicy, OverlayPeer, PodRoute, VxlanSpec};
+use hostnet::node::{Drift, NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, VxlanSpec};
 use ipnetwork::IpNetwork;
+
+/// The part of the desired state a failed operation leaves not in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Direct routes (listing ours, or one route).
+    Routes,
+    /// The overlay (its device, listing its peers, or one peer).
+    Overlay,
+    Firewall,
+    Forwarding,
+}
+
+/// One failed operation of a reconcile: the kernel's error names the operation and what
+/// it was about (the route, the peer).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct ReconcileError {
+    pub part: Part,
+    pub error: NodeNetError,
+}
+
+impl ReconcileError {
+    /// Whether this failure leaves a wanted route or overlay peer missing (not ready, and
+    /// the next pass reads the kernel again).
+    pub fn in_routing(&self) -> bool {
+        matches!(self.part, Part::Routes | Part::Overlay)
+    }
+}
+
+/// Our overlay device cannot be made: another VXLAN device holds our VNI and port
+/// ([`NodeNetError::is_in_use`]; the error names it). Said with what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{0}; delete it if nothing uses it any more (flannel's, left behind by a migration), or \
+     give every node the same other --vxlan-vni or --vxlan-port; not ready until then"
+)]
+pub struct OverlayBlocked(pub NodeNetError);
 
 /// The overlay part of the desired state.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -29,7 +66,7 @@ pub struct Overlay {
 }
 
 /// What one reconcile did and found.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct Outcome {
     pub added: usize,
     pub replaced: usize,
@@ -44,11 +81,11 @@ pub struct Outcome {
     pub overlay_peers: usize,
     pub firewall_applied: bool,
     pub firewall_ok: bool,
-    /// Every failed operation, one line each.
-    pub errors: Vec<String>,
+    /// Every failed operation.
+    pub errors: Vec<ReconcileError>,
     /// Why the overlay device cannot be made: another VXLAN device holds our VNI and port.
     /// Stays so until someone acts, so logged once (not with `errors`), and not ready.
-    pub overlay_blocked: Option<String>,
+    pub overlay_blocked: Option<OverlayBlocked>,
     /// Non-fatal findings (a foreign route in the way).
     pub warnings: Vec<String>,
 }
@@ -56,11 +93,13 @@ pub struct Outcome {
 impl Outcome {
     /// Every wanted route and the firewall are in place (ready).
     pub fn routes_ok(&self) -> bool {
-        self.errors
-            .iter()
-            .all(|e| !e.starts_with("route") && !e.starts_with("overlay"))
+        !self.errors.iter().any(ReconcileError::in_routing)
             && self.foreign.is_empty()
             && self.overlay_blocked.is_none()
+    }
+
+    fn failed(&mut self, part: Part, error: NodeNetError) {
+        self.errors.push(ReconcileError { part, error });
     }
 }
 
@@ -126,7 +165,7 @@ pub fn reconcile(
         None => net
             .our_routes()
             .map(|r| r.into_iter().collect())
-            .map_err(|e| out.errors.push(format!("routes: {e}")))
+            .map_err(|e| out.failed(Part::Routes, e))
             .ok(),
     };
     let failed = out.errors.len();
@@ -144,11 +183,7 @@ pub fn reconcile(
         out.overlay_peers = have.len();
     }
     // Known only when nothing failed; otherwise the next pass reads the kernel.
-    let clean = !out
-        .errors
-        .iter()
-        .skip(failed)
-        .any(|e| e.starts_with("route") || e.starts_with("overlay"));
+    let clean = !out.errors[failed..].iter().any(ReconcileError::in_routing);
     if clean {
         applied.routes = current.map(|(c, _)| c);
         applied.overlay = peers;
@@ -164,9 +199,9 @@ pub fn reconcile(
                     out.firewall_applied = true;
                     out.firewall_ok = true;
                 }
-                Err(e) => out.errors.push(format!("firewall: {e}")),
+                Err(e) => out.failed(Part::Firewall, e),
             },
-            Err(e) => out.errors.push(format!("firewall: {e}")),
+            Err(e) => out.failed(Part::Firewall, e),
         }
         if out.firewall_ok {
             applied.firewall = Some(policy.clone());
@@ -183,7 +218,7 @@ pub fn reconcile(
                 forwarding.v4 |= v4;
                 forwarding.v6 |= v6;
             }
-            Err(e) => out.errors.push(format!("forwarding: {e}")),
+            Err(e) => out.failed(Part::Forwarding, e),
         }
     }
     out
@@ -219,9 +254,7 @@ fn del_routes(
             Err(e) if e.is_not_found() => {
                 current.remove(r);
             }
-            Err(e) => out
-                .errors
-                .push(format!("route {} via {}: {e}", r.dst, r.gateway)),
+            Err(e) => out.failed(Part::Routes, e),
         }
     }
     (new, replaces)
@@ -247,9 +280,7 @@ fn add_routes(
                 current.remove(old);
                 current.insert(w);
             }
-            Err(e) => out
-                .errors
-                .push(format!("route {} via {}: {e}", w.dst, w.gateway)),
+            Err(e) => out.failed(Part::Routes, e),
         }
     }
     // The plain adds in one batch (pipelined on the real kernel).
@@ -270,9 +301,7 @@ fn add_routes(
                     w.dst, w.gateway
                 ));
             }
-            Err(e) => out
-                .errors
-                .push(format!("route {} via {}: {e}", w.dst, w.gateway)),
+            Err(e) => out.failed(Part::Routes, e),
         }
     }
 }
@@ -311,7 +340,7 @@ fn del_peers(
                     Some((None, BTreeSet::new()))
                 }
                 Err(e) => {
-                    out.errors.push(format!("overlay device: {e}"));
+                    out.failed(Part::Overlay, e);
                     None
                 }
             };
@@ -324,22 +353,18 @@ fn del_peers(
             match net.ensure_vxlan(&spec) {
                 Ok(()) => {}
                 Err(e) if e.is_in_use() => {
-                    out.overlay_blocked = Some(format!(
-                        "overlay device: {e}; delete it if nothing uses it any more (flannel's, \
-                         left behind by a migration), or give every node the same other \
-                         --vxlan-vni or --vxlan-port; not ready until then"
-                    ));
+                    out.overlay_blocked = Some(OverlayBlocked(e));
                     return None;
                 }
                 Err(e) => {
-                    out.errors.push(format!("overlay device: {e}"));
+                    out.failed(Part::Overlay, e);
                     return None;
                 }
             }
             match net.overlay_peers() {
                 Ok(p) => p.into_iter().collect(),
                 Err(e) => {
-                    out.errors.push(format!("overlay peers: {e}"));
+                    out.failed(Part::Overlay, e);
                     return None;
                 }
             }
@@ -354,8 +379,7 @@ fn del_peers(
         match net.del_overlay_peer(&p) {
             Ok(()) => out.changes.push(format!("overlay del {}", show_peer(&p))),
             Err(e) => {
-                out.errors
-                    .push(format!("overlay peer {}: {e}", show_peer(&p)));
+                out.failed(Part::Overlay, e);
                 have.insert(p);
             }
         }
@@ -386,9 +410,7 @@ fn add_peers(
                     p.node_ip
                 ));
             }
-            Err(e) => out
-                .errors
-                .push(format!("overlay peer {}: {e}", show_peer(p))),
+            Err(e) => out.failed(Part::Overlay, e),
         }
     }
     have.extend(added);

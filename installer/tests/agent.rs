@@ -446,11 +446,10 @@ fn uninstall_removes_our_files_routes_and_table_and_nothing_else() {
     node.once_ok();
     let err = run::uninstall(
         &args,
-        Err(hostnet::node::NodeNetError {
-            op: "open".into(),
-            reason: "no netlink".into(),
-            errno: None,
-        }),
+        Err(hostnet::node::NodeNetError::new(
+            hostnet::node::Op::Open,
+            std::io::Error::other("no netlink"),
+        )),
     )
     .unwrap_err();
     assert!(err.to_string().contains("no netlink"), "{err}");

@@ -11,8 +11,8 @@ use ipnetwork::IpNetwork;
 
 use super::firewall::interval_elems;
 use super::{
-    Drift, FamilyPolicy, NodeNet, NodeNetError, NodePolicy, Notify, OverlayPeer, PodRoute,
-    VxlanSpec, Watch, libc_errno,
+    Drift, FamilyPolicy, NodeNet, NodeNetError, NodePolicy, Notify, Op, OverlayPeer, PodRoute,
+    Refusal, VxlanSpec, Watch, libc_errno,
 };
 use crate::nftnl::Elem;
 
@@ -199,14 +199,15 @@ impl FakeNodeNet {
         f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    fn op(&self, name: &'static str) -> Result<std::sync::MutexGuard<'_, FakeState>, NodeNetError> {
+    /// The state for the method `name` doing `op`, unless a test made `name` fail.
+    fn op(
+        &self,
+        name: &'static str,
+        op: &Op,
+    ) -> Result<std::sync::MutexGuard<'_, FakeState>, NodeNetError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.fail.meet(name) {
-            return Err(NodeNetError {
-                op: name.to_string(),
-                reason: "injected failure".to_string(),
-                errno: None,
-            });
+            return Err(NodeNetError::new(op.clone(), Refusal::Injected));
         }
         Ok(state)
     }
@@ -263,20 +264,12 @@ impl FakeState {
 
     /// A gateway must be on a link: the kernel refuses one that no connected prefix holds
     /// (ENETUNREACH; IPv6 EHOSTUNREACH), even when a route via another gateway reaches it.
-    fn gateway_on_link(&self, op: &str, route: &PodRoute) -> Result<(), NodeNetError> {
+    fn gateway_on_link(&self, op: &Op, route: &PodRoute) -> Result<(), NodeNetError> {
         if self.connected.iter().any(|c| c.contains(route.gateway)) {
             return Ok(());
         }
-        let errno = if route.gateway.is_ipv4() {
-            nix::libc::ENETUNREACH
-        } else {
-            nix::libc::EHOSTUNREACH
-        };
-        Err(NodeNetError {
-            op: op.to_string(),
-            reason: "Nexthop has invalid gateway".to_string(),
-            errno: Some(errno),
-        })
+        let refused = Refusal::GatewayNotOnLink(route.gateway);
+        Err(NodeNetError::new(op.clone(), refused))
     }
 }
 
@@ -291,33 +284,31 @@ fn held_policy(policy: &NodePolicy) -> [Option<[Vec<Elem>; 2]>; 2] {
     [held(&policy.v4, 4), held(&policy.v6, 16)]
 }
 
-fn exists(op: &str) -> NodeNetError {
-    NodeNetError {
-        op: op.to_string(),
-        reason: "File exists".to_string(),
-        errno: Some(libc_errno::EEXIST),
-    }
+fn exists(op: Op) -> NodeNetError {
+    NodeNetError::new(op, Refusal::Errno(libc_errno::EEXIST))
 }
 
-fn not_found(op: &str) -> NodeNetError {
-    NodeNetError {
-        op: op.to_string(),
-        reason: "No such process".to_string(),
-        errno: Some(libc_errno::ESRCH),
-    }
+fn not_found(op: Op) -> NodeNetError {
+    NodeNetError::new(op, Refusal::Errno(libc_errno::ESRCH))
 }
 
 impl NodeNet for FakeNodeNet {
     fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError> {
-        Ok(self.op("our_routes")?.ours.iter().cloned().collect())
+        Ok(self
+            .op("our_routes", &Op::ListRoutes)?
+            .ours
+            .iter()
+            .cloned()
+            .collect())
     }
 
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
-        let mut s = self.op("add_route")?;
+        let op = Op::AddRoute(route.clone());
+        let mut s = self.op("add_route", &op)?;
         if s.held(&route.dst) {
-            return Err(exists("add_route"));
+            return Err(exists(op));
         }
-        s.gateway_on_link("add_route", route)?;
+        s.gateway_on_link(&op, route)?;
         s.ours.insert(route.clone());
         s.log
             .push(format!("add {} via {}", route.dst, route.gateway));
@@ -325,8 +316,9 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
-        let mut s = self.op("replace_route")?;
-        s.gateway_on_link("replace_route", route)?;
+        let op = Op::ReplaceRoute(route.clone());
+        let mut s = self.op("replace_route", &op)?;
+        s.gateway_on_link(&op, route)?;
         s.ours.retain(|r| r.dst != route.dst);
         s.ours.insert(route.clone());
         s.log
@@ -335,9 +327,10 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn del_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
-        let mut s = self.op("del_route")?;
+        let op = Op::DeleteRoute(route.clone());
+        let mut s = self.op("del_route", &op)?;
         if !s.ours.remove(route) {
-            return Err(not_found("del_route"));
+            return Err(not_found(op));
         }
         s.log
             .push(format!("del {} via {}", route.dst, route.gateway));
@@ -345,24 +338,21 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError> {
-        Ok(self.op("on_link")?.on_link(addr))
+        Ok(self.op("on_link", &Op::RouteTo(addr))?.on_link(addr))
     }
 
     fn local_addrs(&self) -> Result<Vec<IpAddr>, NodeNetError> {
-        Ok(self.op("local_addrs")?.local_addrs())
+        Ok(self.op("local_addrs", &Op::ListAddresses)?.local_addrs())
     }
 
     fn apply_firewall(&self, policy: &NodePolicy) -> Result<(), NodeNetError> {
-        let mut s = self.op("apply_firewall")?;
+        let mut s = self.op("apply_firewall", &Op::ApplyFirewall)?;
         // As `firewall::apply_batch`: a pod range of everything is refused.
         let pods = [&policy.v4, &policy.v6].into_iter().flatten();
         let all = pods.flat_map(|f| &f.pod_cidrs).find(|c| c.prefix() == 0);
         if let Some(all) = all {
-            return Err(NodeNetError {
-                op: "apply_firewall".to_string(),
-                reason: format!("pod CIDR {all} would forward and masquerade everything"),
-                errno: None,
-            });
+            let refused = Refusal::EverythingPodCidr(*all);
+            return Err(NodeNetError::new(Op::ApplyFirewall, refused));
         }
         s.firewall = Some(policy.clone());
         s.log.push("firewall".to_string());
@@ -370,14 +360,14 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn firewall_matches(&self, policy: &NodePolicy) -> Result<bool, NodeNetError> {
-        let s = self.op("firewall_matches")?;
+        let s = self.op("firewall_matches", &Op::ReadFirewall)?;
         let none = NodePolicy::default();
         let held = held_policy(s.firewall.as_ref().unwrap_or(&none));
         Ok(held == held_policy(policy))
     }
 
     fn remove_firewall(&self) -> Result<(), NodeNetError> {
-        let mut s = self.op("remove_firewall")?;
+        let mut s = self.op("remove_firewall", &Op::RemoveFirewall)?;
         if s.firewall.take().is_some() {
             s.log.push("remove firewall".to_string());
         }
@@ -385,13 +375,13 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn enable_forwarding(&self, v4: bool, v6: bool) -> Result<(), NodeNetError> {
-        let mut s = self.op("enable_forwarding")?;
+        let mut s = self.op("enable_forwarding", &Op::EnableForwarding)?;
         s.forwarding = (s.forwarding.0 || v4, s.forwarding.1 || v6);
         Ok(())
     }
 
     fn ensure_vxlan(&self, spec: &VxlanSpec) -> Result<(), NodeNetError> {
-        let mut s = self.op("ensure_vxlan")?;
+        let mut s = self.op("ensure_vxlan", &Op::EnsureVxlan)?;
         // The device itself, apart from its addresses (which change in place).
         let device = |v: &VxlanSpec| VxlanSpec {
             addr4: None,
@@ -403,14 +393,12 @@ impl NodeNet for FakeNodeNet {
             (*vni, *port, *v6) == (spec.vni, spec.port, spec.local.is_ipv6())
         });
         if let (false, Some((name, ..))) = (same, clash) {
-            return Err(NodeNetError {
-                op: "ensure_vxlan".to_string(),
-                reason: format!(
-                    "the VXLAN device {name} already has VNI {} on UDP port {}",
-                    spec.vni, spec.port
-                ),
-                errno: Some(libc_errno::EADDRINUSE),
-            });
+            let taken = Refusal::VniInUse {
+                device: name.clone(),
+                vni: spec.vni,
+                port: spec.port,
+            };
+            return Err(NodeNetError::new(Op::EnsureVxlan, taken));
         }
         if !same {
             // The real device is made anew: its entries go with the old one.
@@ -432,7 +420,7 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn remove_vxlan(&self) -> Result<(), NodeNetError> {
-        let mut s = self.op("remove_vxlan")?;
+        let mut s = self.op("remove_vxlan", &Op::RemoveVxlan)?;
         if s.vxlan.take().is_some() {
             s.overlay.clear();
             s.log.push("remove vxlan".to_string());
@@ -442,7 +430,7 @@ impl NodeNet for FakeNodeNet {
 
     fn overlay_peers(&self) -> Result<Vec<OverlayPeer>, NodeNetError> {
         Ok(self
-            .op("overlay_peers")?
+            .op("overlay_peers", &Op::ListOverlayPeers)?
             .overlay
             .values()
             .cloned()
@@ -450,13 +438,10 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn add_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError> {
-        let mut s = self.op("add_overlay_peer")?;
+        let op = Op::AddOverlayPeer(peer.clone());
+        let mut s = self.op("add_overlay_peer", &op)?;
         if s.vxlan.is_none() {
-            return Err(NodeNetError {
-                op: "add_overlay_peer".to_string(),
-                reason: "no vxlan device".to_string(),
-                errno: Some(libc_errno::ENODEV),
-            });
+            return Err(NodeNetError::new(op, Refusal::NoDevice));
         }
         // Another peer's overlay range is taken over (the kernel replaces the route and
         // the neighbour entry); any other route to it stays and refuses the peer.
@@ -465,7 +450,7 @@ impl NodeNet for FakeNodeNet {
             .iter()
             .any(|c| !s.overlay_holds(c) && s.held(c));
         if held {
-            return Err(exists("add_overlay_peer"));
+            return Err(exists(op));
         }
         for p in s.overlay.values_mut() {
             p.pod_cidrs.retain(|c| !peer.pod_cidrs.contains(c));
@@ -482,7 +467,7 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn del_overlay_peer(&self, peer: &OverlayPeer) -> Result<(), NodeNetError> {
-        let mut s = self.op("del_overlay_peer")?;
+        let mut s = self.op("del_overlay_peer", &Op::DeleteOverlayPeer(peer.clone()))?;
         if s.overlay.remove(&peer.node_ip).is_some() {
             s.log.push(format!("del overlay {}", peer.node_ip));
         }
@@ -490,16 +475,16 @@ impl NodeNet for FakeNodeNet {
     }
 
     fn default_route_mtu(&self) -> Result<Option<u32>, NodeNetError> {
-        Ok(self.op("default_route_mtu")?.mtu)
+        Ok(self.op("default_route_mtu", &Op::DefaultRouteMtu)?.mtu)
     }
 
-    fn underlay_mtu(&self, _addr: IpAddr) -> Result<Option<u32>, NodeNetError> {
-        Ok(self.op("underlay_mtu")?.mtu)
+    fn underlay_mtu(&self, addr: IpAddr) -> Result<Option<u32>, NodeNetError> {
+        Ok(self.op("underlay_mtu", &Op::UnderlayMtu(addr))?.mtu)
     }
 
     /// One watch at a time (a second replaces the first); [`FakeNodeNet::drift`] tells it.
     fn watch(&self, notify: Notify) -> Result<Watch, NodeNetError> {
-        drop(self.op("watch")?);
+        drop(self.op("watch", &Op::Watch)?);
         *self.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(Watcher(notify));
         Ok(Watch::detached())
     }
@@ -528,7 +513,7 @@ mod unit {
         let cidr: IpNetwork = "10.244.3.0/24".parse().unwrap();
         let peer = OverlayPeer::new("192.168.20.21".parse().unwrap(), vec![cidr]);
         assert_eq!(
-            k.add_overlay_peer(&peer).unwrap_err().errno,
+            k.add_overlay_peer(&peer).unwrap_err().errno(),
             Some(libc_errno::ENODEV)
         );
         k.ensure_vxlan(&spec(1)).unwrap();

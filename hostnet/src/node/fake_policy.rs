@@ -11,16 +11,8 @@ use netpol::eval::{EvalError, Packet};
 use netpol::program::{Elem, Program};
 
 use super::fake::{FakeNodeNet, FakeState};
-use super::{NodeNetError, PolicyNet, libc_errno};
+use super::{NodeNetError, Op, PolicyNet, Refusal};
 use crate::policy;
-
-fn refused(op: &str, reason: String, errno: i32) -> NodeNetError {
-    NodeNetError {
-        op: op.to_string(),
-        reason,
-        errno: Some(errno),
-    }
-}
 
 /// The kernel's part of `p`: sets and chains.
 fn held(p: &Program) -> Program {
@@ -33,8 +25,8 @@ fn held(p: &Program) -> Program {
 
 /// What the kernel would refuse in `p`: a rule or map entry referring to a set or chain
 /// that is not there, or a set used for what its kind cannot match.
-fn check(op: &str, p: &Program) -> Result<(), NodeNetError> {
-    policy::replace_batch(p).map_err(|e| refused(op, e.to_string(), libc_errno::ENOENT))?;
+fn check(op: &Op, p: &Program) -> Result<(), NodeNetError> {
+    policy::replace_batch(p).map_err(NodeNetError::of(op.clone()))?;
     let targets = p
         .sets
         .values()
@@ -53,21 +45,26 @@ fn check(op: &str, p: &Program) -> Result<(), NodeNetError> {
         });
     for c in targets.chain(jumps) {
         if !p.chains.contains_key(c) {
-            return Err(refused(op, format!("no chain {c}"), libc_errno::ENOENT));
+            return Err(missing(op, "chain", c));
         }
     }
     Ok(())
 }
 
+/// What the kernel answers (ENOENT) for a change that refers to what is not there.
+fn missing(op: &Op, what: &'static str, name: &str) -> NodeNetError {
+    let name = name.to_string();
+    NodeNetError::new(op.clone(), Refusal::Missing { what, name })
+}
+
 /// Whether `changes` fit `p` as the kernel requires: what is deleted is there, elements
 /// go to sets that are (or are added), a set kept keeps its kind.
-fn fits(op: &str, p: &Program, ch: &Changes) -> Result<(), NodeNetError> {
-    let missing =
-        |what: &str, name: &str| refused(op, format!("no {what} {name}"), libc_errno::ENOENT);
+fn fits(op: &Op, p: &Program, ch: &Changes) -> Result<(), NodeNetError> {
+    let missing = |what, name: &str| missing(op, what, name);
     for (name, kind) in &ch.add_sets {
         if p.sets.get(name).is_some_and(|s| s.kind != *kind) {
-            let reason = format!("set {name} exists with another type");
-            return Err(refused(op, reason, libc_errno::EEXIST));
+            let refused = Refusal::SetKind(name.clone());
+            return Err(NodeNetError::new(op.clone(), refused));
         }
     }
     let added: BTreeSet<&String> = ch.add_sets.iter().map(|(n, _)| n).collect();
@@ -98,15 +95,12 @@ impl FakeNodeNet {
     fn policy_op(
         &self,
         name: &'static str,
+        op: Op,
         f: impl FnOnce(&mut FakeState) -> Result<(), NodeNetError>,
     ) -> Result<(), NodeNetError> {
         self.with(|s| {
             if s.fail.contains(name) {
-                return Err(NodeNetError {
-                    op: name.to_string(),
-                    reason: "injected failure".to_string(),
-                    errno: None,
-                });
+                return Err(NodeNetError::new(op, Refusal::Injected));
             }
             f(s)?;
             s.log.push(name.to_string());
@@ -134,8 +128,8 @@ impl FakeNodeNet {
 
 impl PolicyNet for FakeNodeNet {
     fn replace_policy(&self, program: &Program) -> Result<(), NodeNetError> {
-        self.policy_op("replace_policy", |s| {
-            check("replace_policy", program)?;
+        self.policy_op("replace_policy", Op::ReplacePolicy, |s| {
+            check(&Op::ReplacePolicy, program)?;
             s.netpol = Some(held(program));
             Ok(())
         })
@@ -145,18 +139,19 @@ impl PolicyNet for FakeNodeNet {
         if changes.is_empty() {
             return Ok(());
         }
-        self.policy_op("apply_policy", |s| {
+        self.policy_op("apply_policy", Op::ApplyPolicy, |s| {
+            let op = Op::ApplyPolicy;
             let mut p = s.netpol.clone().unwrap_or_default();
-            fits("apply_policy", &p, changes)?;
+            fits(&op, &p, changes)?;
             diff::apply(&mut p, changes);
-            check("apply_policy", &p)?;
+            check(&op, &p)?;
             s.netpol = Some(p);
             Ok(())
         })
     }
 
     fn remove_policy(&self) -> Result<(), NodeNetError> {
-        self.policy_op("remove_policy", |s| {
+        self.policy_op("remove_policy", Op::RemovePolicy, |s| {
             s.netpol = None;
             Ok(())
         })

@@ -14,8 +14,8 @@ use super::overlay_host;
 use super::watch_filter::Filter;
 use super::watch_host::{self, Sockets};
 use super::{
-    NodeNet, NodeNetError, NodePolicy, Notify, OverlayPeer, PodRoute, ROUTE_PROTO, VXLAN_DEVICE,
-    VxlanSpec, Watch, mtu,
+    Cause, NodeNet, NodeNetError, NodePolicy, Notify, Op, OverlayPeer, PodRoute, ROUTE_PROTO,
+    Refusal, VXLAN_DEVICE, VxlanSpec, Watch, mtu,
 };
 use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, Route, RouteSpec};
 use crate::nftnl::{NfSocket, NftError};
@@ -32,41 +32,17 @@ pub struct HostNodeNet {
     nft: Mutex<Option<NfSocket>>,
 }
 
-fn node_error(op: &str, reason: impl ToString, errno: Option<i32>) -> NodeNetError {
-    NodeNetError {
-        op: op.to_string(),
-        reason: reason.to_string(),
-        errno,
-    }
-}
-
-fn from_netlink(op: &str) -> impl FnOnce(NetlinkError) -> NodeNetError + '_ {
-    move |e| node_error(op, &e, e.errno())
-}
-
-fn from_nft(op: &str) -> impl FnOnce(NftError) -> NodeNetError + '_ {
-    move |e| node_error(op, &e, e.errno())
-}
-
 /// A route of someone else holds `route`'s destination.
-fn exists(op: &str, route: &PodRoute) -> NodeNetError {
-    node_error(
-        op,
-        format!("a route to {} exists already", route.dst),
-        Some(super::libc_errno::EEXIST),
-    )
+fn exists(route: &PodRoute) -> NodeNetError {
+    NodeNetError::new(Op::AddRoute(route.clone()), Refusal::RouteExists(route.dst))
 }
 
 /// Whether `route` may be added, from the kernel's fib-match lookup of its destination's
 /// first address: NLM_F_EXCL only sees a route of the same metric, so any route to this
 /// very destination (the most specific entry for that address) is someone's.
-fn free_for(
-    op: &str,
-    route: &PodRoute,
-    held: Result<Route, NetlinkError>,
-) -> Result<(), NodeNetError> {
+fn free_for(route: &PodRoute, held: Result<Route, NetlinkError>) -> Result<(), NodeNetError> {
     match held {
-        Ok(held) if held.dst == route.dst && held.table == MAIN_TABLE => Err(exists(op, route)),
+        Ok(held) if held.dst == route.dst && held.table == MAIN_TABLE => Err(exists(route)),
         Ok(_) => Ok(()),
         // Nothing routes there yet.
         Err(e)
@@ -77,12 +53,12 @@ fn free_for(
         {
             Ok(())
         }
-        Err(e) => Err(from_netlink(op)(e)),
+        Err(e) => Err(NodeNetError::new(Op::AddRoute(route.clone()), e)),
     }
 }
 
 /// [`NodeNet::on_link`]'s answer from the kernel's route to the address.
-fn on_link_of(route: Result<Route, NetlinkError>) -> Result<bool, NodeNetError> {
+fn on_link_of(addr: IpAddr, route: Result<Route, NetlinkError>) -> Result<bool, NodeNetError> {
     match route {
         Ok(route) => Ok(route.gateway.is_none() && route.multipath_gateways.is_empty()),
         Err(e)
@@ -93,7 +69,7 @@ fn on_link_of(route: Result<Route, NetlinkError>) -> Result<bool, NodeNetError> 
         {
             Ok(false)
         }
-        Err(e) => Err(from_netlink("route get")(e)),
+        Err(e) => Err(NodeNetError::new(Op::RouteTo(addr), e)),
     }
 }
 
@@ -111,8 +87,7 @@ fn spec(route: &PodRoute) -> RouteSpec {
 impl HostNodeNet {
     /// The calling thread's network namespace (the host's, in the DaemonSet).
     pub fn current() -> Result<HostNodeNet, NodeNetError> {
-        let open = "open the node's network namespace";
-        let routes = Netlink::current().map_err(from_netlink(open))?;
+        let routes = Netlink::current().map_err(NodeNetError::of(Op::Open))?;
         Ok(HostNodeNet {
             routes,
             netns: None,
@@ -122,13 +97,12 @@ impl HostNodeNet {
 
     /// The namespace `ns` (tests use a namespace as a "node").
     pub fn in_netns(ns: &Netns) -> Result<HostNodeNet, NodeNetError> {
-        let open = "open a network namespace";
         // Our own handle of `ns`, opened from inside it (its path may name a thread's).
         let (node, own) = ns
             .run(|| (HostNodeNet::current(), Netns::current()))
-            .map_err(|e| node_error(open, &e, None))?;
+            .map_err(NodeNetError::of(Op::Open))?;
         let mut node = node?;
-        node.netns = Some(own.map_err(|e| node_error(open, &e, None))?);
+        node.netns = Some(own.map_err(NodeNetError::of(Op::Open))?);
         Ok(node)
     }
 
@@ -142,13 +116,13 @@ impl HostNodeNet {
     }
 
     /// The netfilter socket, opened in our namespace on first use.
-    pub(super) fn nft(&self, op: &str) -> Result<MutexGuard<'_, Option<NfSocket>>, NodeNetError> {
+    pub(super) fn nft(&self, op: &Op) -> Result<MutexGuard<'_, Option<NfSocket>>, NodeNetError> {
         let mut guard = self.nft.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             let sock = self
                 .run_here(NfSocket::open)
-                .map_err(|e| node_error(op, &e, None))?
-                .map_err(from_nft(op))?;
+                .map_err(NodeNetError::of(op.clone()))?
+                .map_err(NodeNetError::of(op.clone()))?;
             *guard = Some(sock);
         }
         Ok(guard)
@@ -156,14 +130,14 @@ impl HostNodeNet {
 
     pub(super) fn with_nft<T>(
         &self,
-        op: &str,
+        op: Op,
         f: impl FnOnce(&mut NfSocket) -> Result<T, NftError>,
     ) -> Result<T, NodeNetError> {
-        let mut guard = self.nft(op)?;
+        let mut guard = self.nft(&op)?;
         let Some(sock) = guard.as_mut() else {
-            return Err(node_error(op, "netfilter socket not open", None));
+            return Err(NodeNetError::new(op, Refusal::NoNftSocket));
         };
-        f(sock).map_err(from_nft(op))
+        f(sock).map_err(NodeNetError::of(op))
     }
 
     /// The families with a legacy (x_tables, not nf_tables) iptables `filter` table in
@@ -203,14 +177,14 @@ const _: () = {
 
 impl NodeNet for HostNodeNet {
     fn our_routes(&self) -> Result<Vec<PodRoute>, NodeNetError> {
-        let overlay =
-            overlay_host::device_if_ours(&self.routes).map_err(from_netlink("list routes"))?;
+        let list = NodeNetError::of::<NetlinkError>;
+        let overlay = overlay_host::device_if_ours(&self.routes).map_err(list(Op::ListRoutes))?;
         let mut out = Vec::new();
         for family in [IpFamily::V4, IpFamily::V6] {
             let routes = self
                 .routes
                 .routes_of_protocol(family, ROUTE_PROTO)
-                .map_err(from_netlink("list routes"))?;
+                .map_err(list(Op::ListRoutes))?;
             out.extend(
                 routes
                     .into_iter()
@@ -228,24 +202,22 @@ impl NodeNet for HostNodeNet {
     }
 
     fn add_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
-        let op = "add route";
-        free_for(op, route, self.routes.route_to(route.dst.network(), true))?;
+        free_for(route, self.routes.route_to(route.dst.network(), true))?;
         self.routes
             .add_route_excl(&spec(route), ROUTE_PROTO)
-            .map_err(from_netlink(op))
+            .map_err(NodeNetError::of(Op::AddRoute(route.clone())))
     }
 
     /// [`NodeNet::add_route`]'s check and add for each route, each pipelined: first every
     /// lookup, then every add. (Two routes of the batch to one destination are both
     /// checked before either is added; the kernel's `NLM_F_EXCL` refuses the second.)
     fn add_routes(&self, routes: &[PodRoute]) -> Vec<Result<(), NodeNetError>> {
-        let op = "add route";
         let firsts: Vec<IpAddr> = routes.iter().map(|r| r.dst.network()).collect();
         let held = self.routes.routes_to(&firsts, true);
         let mut out: Vec<Result<(), NodeNetError>> = Vec::with_capacity(routes.len());
         let mut free = Vec::new();
         for (i, (route, held)) in routes.iter().zip(held).enumerate() {
-            out.push(free_for(op, route, held));
+            out.push(free_for(route, held));
             if out[i].is_ok() {
                 free.push(i);
             }
@@ -256,7 +228,7 @@ impl NodeNet for HostNodeNet {
         for (i, r) in free.into_iter().zip(added) {
             match r {
                 Err(e) if e.errno() == Some(nix::libc::ENOBUFS) => lost.push(i),
-                r => out[i] = r.map_err(from_netlink(op)),
+                r => out[i] = r.map_err(NodeNetError::of(Op::AddRoute(routes[i].clone()))),
             }
         }
         if !lost.is_empty() {
@@ -278,29 +250,33 @@ impl NodeNet for HostNodeNet {
     fn replace_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
         self.routes
             .replace_route(&spec(route), ROUTE_PROTO)
-            .map_err(from_netlink("replace route"))
+            .map_err(NodeNetError::of(Op::ReplaceRoute(route.clone())))
     }
 
     fn del_route(&self, route: &PodRoute) -> Result<(), NodeNetError> {
         self.routes
             .del_route_of(&spec(route), ROUTE_PROTO)
-            .map_err(from_netlink("delete route"))
+            .map_err(NodeNetError::of(Op::DeleteRoute(route.clone())))
     }
 
     fn on_link(&self, addr: IpAddr) -> Result<bool, NodeNetError> {
-        on_link_of(self.routes.route_to(addr, false))
+        on_link_of(addr, self.routes.route_to(addr, false))
     }
 
     fn on_link_many(&self, addrs: &[IpAddr]) -> Vec<Result<bool, NodeNetError>> {
         let routes = self.routes.routes_to(addrs, false);
-        routes.into_iter().map(on_link_of).collect()
+        addrs
+            .iter()
+            .zip(routes)
+            .map(|(a, r)| on_link_of(*a, r))
+            .collect()
     }
 
     fn local_addrs(&self) -> Result<Vec<IpAddr>, NodeNetError> {
         Ok(self
             .routes
             .addresses(None)
-            .map_err(from_netlink("list addresses"))?
+            .map_err(NodeNetError::of(Op::ListAddresses))?
             .into_iter()
             .map(|a| a.addr.ip())
             .collect())
@@ -310,25 +286,24 @@ impl NodeNet for HostNodeNet {
         if policy.v4.is_some() || policy.v6.is_some() {
             self.warn_if_legacy_iptables();
         }
-        self.with_nft("apply firewall", |nf| {
+        self.with_nft(Op::ApplyFirewall, |nf| {
             let msgs = firewall::apply_batch(nf, policy)?;
             nf.batch(&msgs)
         })
     }
 
     fn firewall_matches(&self, policy: &NodePolicy) -> Result<bool, NodeNetError> {
-        self.with_nft("read firewall", |nf| firewall::matches(nf, policy))
+        self.with_nft(Op::ReadFirewall, |nf| firewall::matches(nf, policy))
     }
 
     fn remove_firewall(&self) -> Result<(), NodeNetError> {
-        let op = "remove firewall";
         // A kernel without nfnetlink or nf_tables holds nothing of ours: absent is success.
-        match self.nft(op) {
-            Err(e) if e.errno == Some(nix::libc::EPROTONOSUPPORT) => return Ok(()),
+        match self.nft(&Op::RemoveFirewall) {
+            Err(e) if e.errno() == Some(nix::libc::EPROTONOSUPPORT) => return Ok(()),
             Err(e) => return Err(e),
             Ok(_) => {}
         }
-        self.with_nft(op, |nf| {
+        self.with_nft(Op::RemoveFirewall, |nf| {
             let msgs = firewall::apply_batch(nf, &NodePolicy::default())?;
             match nf.batch(&msgs) {
                 Err(NftError::NoNfTables { .. }) => Ok(()),
@@ -338,15 +313,15 @@ impl NodeNet for HostNodeNet {
     }
 
     fn enable_forwarding(&self, v4: bool, v6: bool) -> Result<(), NodeNetError> {
-        let op = "enable forwarding";
+        let op = NodeNetError::of(Op::EnableForwarding);
         self.run_here(|| forwarding::enable(&self.routes, v4, v6))
-            .map_err(|e| node_error(op, &e, None))?
+            .map_err(op)?
             .map_err(|e| {
-                let errno = match &e {
-                    forwarding::ForwardingError::Netlink(n) => n.errno(),
-                    forwarding::ForwardingError::Sysctl(s) => s.errno(),
+                let cause = match e {
+                    forwarding::ForwardingError::Netlink(n) => Cause::from(n),
+                    forwarding::ForwardingError::Sysctl(s) => Cause::from(s),
                 };
-                node_error(op, &e, errno)
+                NodeNetError::new(Op::EnableForwarding, cause)
             })
     }
 
@@ -379,21 +354,23 @@ impl NodeNet for HostNodeNet {
     }
 
     fn watch(&self, notify: Notify) -> Result<Watch, NodeNetError> {
-        let op = "watch the kernel";
-        let io = |e: std::io::Error| node_error(op, &e, e.raw_os_error());
+        let io = NodeNetError::of::<std::io::Error>;
         let (sockets, nft_err) = self
             .run_here(Sockets::open)
-            .map_err(|e| node_error(op, &e, None))?
-            .map_err(io)?;
+            .map_err(NodeNetError::of(Op::Watch))?
+            .map_err(io(Op::Watch))?;
         let nft_pid = match nft_err {
             // No nf_tables here: nothing of ours to watch there.
             Some(_) => None,
-            None => self.with_nft(op, |nf| Ok(nf.port_id())).ok().flatten(),
+            None => self
+                .with_nft(Op::Watch, |nf| Ok(nf.port_id()))
+                .ok()
+                .flatten(),
         };
         // After subscribing: a link changed meanwhile is told by its notification. (Also
         // the request that binds our route socket, if nothing did yet: its port id is
         // the kernel's to give at the first send.)
-        let links = self.routes.links().map_err(from_netlink(op))?;
+        let links = self.routes.links().map_err(NodeNetError::of(Op::Watch))?;
         let filter = Filter {
             route_pid: self.routes.port_id().filter(|p| *p != 0),
             nft_pid,
@@ -408,11 +385,11 @@ impl NodeNet for HostNodeNet {
                 .collect(),
             downed: Default::default(),
         };
-        let (stop, stopped) = std::os::unix::net::UnixStream::pair().map_err(io)?;
+        let (stop, stopped) = std::os::unix::net::UnixStream::pair().map_err(io(Op::Watch))?;
         let thread = std::thread::Builder::new()
             .name("kernel-watch".into())
             .spawn(move || watch_host::run(sockets, stopped, filter, notify))
-            .map_err(io)?;
+            .map_err(io(Op::Watch))?;
         Ok(Watch::new(stop, thread))
     }
 }

@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ipnetwork::IpNetwork;
 
+mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 #[cfg(any(test, feature = "fake"))]
@@ -23,6 +24,7 @@ mod watch;
 mod watch_filter;
 mod watch_host;
 
+pub use error::{Cause, NodeNetError, Op, Refusal};
 pub use host::HostNodeNet;
 pub use overlay::{
     OverlayPeer, VXLAN_DEVICE, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, VxlanSpec, overlay_address,
@@ -75,32 +77,6 @@ pub struct NodePolicy {
     /// forwarded whatever the FORWARD policy only when it comes from there, so a packet
     /// with a forged pod source from any other interface is not let through.
     pub pods_on: String,
-}
-
-/// A kernel operation of the agent that failed. `errno` decides behaviour (EEXIST: a route
-/// of someone else holds that destination).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{op}: {reason}")]
-pub struct NodeNetError {
-    pub op: String,
-    pub reason: String,
-    pub errno: Option<i32>,
-}
-
-impl NodeNetError {
-    pub fn is_exists(&self) -> bool {
-        self.errno == Some(libc_errno::EEXIST)
-    }
-    /// Another VXLAN device has our VNI and UDP port (the kernel allows one per family).
-    pub fn is_in_use(&self) -> bool {
-        self.errno == Some(libc_errno::EADDRINUSE)
-    }
-    pub fn is_not_found(&self) -> bool {
-        matches!(
-            self.errno,
-            Some(libc_errno::ESRCH) | Some(libc_errno::ENOENT)
-        )
-    }
 }
 
 /// The errno values the agent tells apart (stable across Linux architectures).
@@ -164,7 +140,7 @@ pub trait NodeNet {
     /// through it: list [`NodeNet::overlay_peers`] after any change of `spec`. A link of that name that is
     /// not a VXLAN device is someone else's: EEXIST. Another VXLAN device with our VNI and
     /// port over the same family (flannel's `flannel.1`), which the kernel would refuse
-    /// ours for: EADDRINUSE ([`NodeNetError::is_in_use`]), its name in the reason.
+    /// ours for: EADDRINUSE ([`NodeNetError::is_in_use`], [`Refusal::VniInUse`] names it).
     fn ensure_vxlan(&self, spec: &VxlanSpec) -> Result<(), NodeNetError>;
     /// Deletes [`VXLAN_DEVICE`] (and with it every FDB, neighbour entry and route through
     /// it); absent is success, a non-VXLAN link of that name is left alone.
@@ -204,11 +180,7 @@ pub trait NodeNet {
     /// supported (the agent then repairs drift at its periodic re-check only).
     fn watch(&self, notify: Notify) -> Result<Watch, NodeNetError> {
         let _ = notify;
-        Err(NodeNetError {
-            op: "watch the kernel".to_string(),
-            reason: "not supported".to_string(),
-            errno: None,
-        })
+        Err(NodeNetError::new(Op::Watch, Refusal::NotSupported))
     }
 }
 

@@ -3,21 +3,17 @@
 
 use std::net::IpAddr;
 
-use super::NodeNetError;
+use super::{NodeNetError, Op};
 use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, Route};
 
-fn err(op: &'static str) -> impl FnOnce(NetlinkError) -> NodeNetError {
-    move |e| NodeNetError {
-        op: op.to_string(),
-        reason: e.to_string(),
-        errno: e.errno(),
-    }
+fn err(op: &Op) -> impl FnOnce(NetlinkError) -> NodeNetError {
+    NodeNetError::of(op.clone())
 }
 
 /// MTU of the interface holding the IPv4 default route, else the IPv6 one; None when the
 /// node has no default route.
 pub(super) fn default_route_mtu(nl: &Netlink) -> Result<Option<u32>, NodeNetError> {
-    let op = "read the default route's MTU";
+    let op = &Op::DefaultRouteMtu;
     for fam in [IpFamily::V4, IpFamily::V6] {
         if let Some(oif) = default_oif(&nl.routes(fam).map_err(err(op))?) {
             return Ok(Some(nl.link_by_index(oif).map_err(err(op))?.mtu));
@@ -28,7 +24,7 @@ pub(super) fn default_route_mtu(nl: &Netlink) -> Result<Option<u32>, NodeNetErro
 
 /// MTU of the interface holding `addr`, else of the default route's interface.
 pub(super) fn underlay_mtu(nl: &Netlink, addr: IpAddr) -> Result<Option<u32>, NodeNetError> {
-    let op = "read the underlay's MTU";
+    let op = &Op::UnderlayMtu(addr);
     let index = nl
         .addresses(None)
         .map_err(err(op))?

@@ -7,15 +7,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnetwork::IpNetwork;
 
 use super::overlay::{OverlayPeer, VXLAN_DEVICE, VxlanSpec, overlay_gateway, vtep_mac};
-use super::{NodeNetError, ROUTE_PROTO, libc_errno};
+use super::{NodeNetError, Op, ROUTE_PROTO, Refusal};
 use crate::netlink::{FdbEntry, IpFamily, MAIN_TABLE, Netlink, NetlinkError, VxlanParams};
 
-fn err(op: &str, e: NetlinkError) -> NodeNetError {
-    NodeNetError {
-        op: op.to_string(),
-        reason: e.to_string(),
-        errno: e.errno(),
-    }
+fn err(op: &Op, e: NetlinkError) -> NodeNetError {
+    NodeNetError::new(op.clone(), e)
 }
 
 fn params(spec: &VxlanSpec) -> VxlanParams {
@@ -28,37 +24,27 @@ fn params(spec: &VxlanSpec) -> VxlanParams {
 }
 
 /// The index of our device, if there is one; a non-VXLAN link of its name is an error.
-fn our_device(nl: &Netlink, op: &str) -> Result<Option<(u32, Option<VxlanParams>)>, NodeNetError> {
+fn our_device(nl: &Netlink, op: &Op) -> Result<Option<(u32, Option<VxlanParams>)>, NodeNetError> {
     let Some(link) = nl.link_by_name(VXLAN_DEVICE).map_err(|e| err(op, e))? else {
         return Ok(None);
     };
     if link.kind.as_deref() != Some("vxlan") {
-        return Err(NodeNetError {
-            op: op.to_string(),
-            reason: format!(
-                "a {} link named {VXLAN_DEVICE} exists and is not ours",
-                link.kind.as_deref().unwrap_or("plain")
-            ),
-            errno: Some(libc_errno::EEXIST),
-        });
+        let kind = link.kind.unwrap_or_else(|| "plain".to_string());
+        return Err(NodeNetError::new(op.clone(), Refusal::NotOurLink { kind }));
     }
     let current = nl.vxlan_params(link.index).map_err(|e| err(op, e))?;
     Ok(Some((link.index, current)))
 }
 
-fn device_index(nl: &Netlink, op: &str) -> Result<u32, NodeNetError> {
+fn device_index(nl: &Netlink, op: &Op) -> Result<u32, NodeNetError> {
     match our_device(nl, op)? {
         Some((index, _)) => Ok(index),
-        None => Err(NodeNetError {
-            op: op.to_string(),
-            reason: format!("no {VXLAN_DEVICE} device"),
-            errno: Some(nix::libc::ENODEV),
-        }),
+        None => Err(NodeNetError::new(op.clone(), Refusal::NoDevice)),
     }
 }
 
 pub(super) fn ensure_vxlan(nl: &Netlink, spec: &VxlanSpec) -> Result<(), NodeNetError> {
-    let op = "ensure vxlan device";
+    let op = &Op::EnsureVxlan;
     let want = params(spec);
     let mac = vtep_mac(spec.local);
     let mut index = None;
@@ -86,7 +72,7 @@ fn create(
     want: &VxlanParams,
     mac: [u8; 6],
 ) -> Result<u32, NodeNetError> {
-    let op = "ensure vxlan device";
+    let op = &Op::EnsureVxlan;
     let v6 = spec.local.is_ipv6();
     let clash = nl
         .vxlan_devices()
@@ -94,26 +80,19 @@ fn create(
         .into_iter()
         .find(|d| d.vni == spec.vni && d.port == spec.port && d.ipv6 == v6);
     if let Some(d) = clash {
-        return Err(NodeNetError {
-            op: op.to_string(),
-            reason: format!(
-                "the VXLAN device {} already has VNI {} on UDP port {}, and the kernel allows \
-                 one device per VNI and port",
-                d.name, d.vni, d.port
-            ),
-            errno: Some(libc_errno::EADDRINUSE),
-        });
+        let taken = Refusal::VniInUse {
+            device: d.name,
+            vni: d.vni,
+            port: d.port,
+        };
+        return Err(NodeNetError::new(op.clone(), taken));
     }
     nl.create_vxlan(VXLAN_DEVICE, want, spec.mtu(), mac)
         .map_err(|e| err(op, e))?;
     nl.link_by_name(VXLAN_DEVICE)
         .map_err(|e| err(op, e))?
         .map(|l| l.index)
-        .ok_or_else(|| NodeNetError {
-            op: op.to_string(),
-            reason: "the device vanished after creation".to_string(),
-            errno: Some(nix::libc::ENODEV),
-        })
+        .ok_or_else(|| NodeNetError::new(op.clone(), Refusal::Vanished))
 }
 
 /// The device's global addresses made exactly `want` (its link-local one stays). IPv6
@@ -140,7 +119,7 @@ fn set_addresses(nl: &Netlink, index: u32, want: &[IpNetwork]) -> Result<(), Net
 }
 
 pub(super) fn remove_vxlan(nl: &Netlink) -> Result<(), NodeNetError> {
-    let op = "remove vxlan device";
+    let op = &Op::RemoveVxlan;
     match our_device(nl, op)? {
         Some((index, _)) => match nl.delete_link(index) {
             Err(e) if e.is_no_device() => Ok(()),
@@ -177,7 +156,7 @@ pub(super) fn device_if_ours(nl: &Netlink) -> Result<Option<u32>, NetlinkError> 
 }
 
 pub(super) fn overlay_peers(nl: &Netlink) -> Result<Vec<OverlayPeer>, NodeNetError> {
-    let op = "list overlay peers";
+    let op = &Op::ListOverlayPeers;
     let Some(index) = device_if_ours(nl).map_err(|e| err(op, e))? else {
         return Ok(Vec::new());
     };
@@ -207,7 +186,7 @@ pub(super) fn overlay_peers(nl: &Netlink) -> Result<Vec<OverlayPeer>, NodeNetErr
 }
 
 pub(super) fn add_overlay_peer(nl: &Netlink, peer: &OverlayPeer) -> Result<(), NodeNetError> {
-    let op = "add overlay peer";
+    let op = &Op::AddOverlayPeer(peer.clone());
     let index = device_index(nl, op)?;
     let mac = peer.mac();
     let ours: Vec<IpNetwork> = overlay_routes(nl, index)
@@ -225,11 +204,7 @@ pub(super) fn add_overlay_peer(nl: &Netlink, peer: &OverlayPeer) -> Result<(), N
             && held.dst == *cidr
             && held.table == MAIN_TABLE
         {
-            return Err(NodeNetError {
-                op: op.to_string(),
-                reason: format!("a route to {cidr} exists already"),
-                errno: Some(libc_errno::EEXIST),
-            });
+            return Err(NodeNetError::new(op.clone(), Refusal::RouteExists(*cidr)));
         }
     }
     nl.replace_fdb(
@@ -258,7 +233,7 @@ fn gone<T>(r: Result<T, NetlinkError>) -> Result<(), NetlinkError> {
 }
 
 pub(super) fn del_overlay_peer(nl: &Netlink, peer: &OverlayPeer) -> Result<(), NodeNetError> {
-    let op = "delete overlay peer";
+    let op = &Op::DeleteOverlayPeer(peer.clone());
     let Some(index) = device_if_ours(nl).map_err(|e| err(op, e))? else {
         return Ok(());
     };

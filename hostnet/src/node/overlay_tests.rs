@@ -9,7 +9,7 @@
 //! A1 reaches A2 directly (a direct route of ours) and B1 only through the overlay.
 
 use super::tests::{Ns, ip, net, source_of};
-use super::{NodeNet, OverlayPeer, PodRoute, VXLAN_DEVICE, VxlanSpec, vtep_mac};
+use super::{NodeNet, OverlayPeer, PodRoute, Refusal, VXLAN_DEVICE, VxlanSpec, vtep_mac};
 use testkit::privileged;
 
 struct Segments {
@@ -394,7 +394,10 @@ fn a_vxlan_device_of_someone_else_on_our_vni_and_port_is_named() {
     let k = node.node();
     let e = k.ensure_vxlan(&spec("192.168.10.11")).unwrap_err();
     assert!(e.is_in_use(), "{e}");
-    assert!(e.reason.contains("flannel.1"), "{e}");
+    assert!(
+        matches!(e.refusal(), Some(Refusal::VniInUse { device, .. }) if device == "flannel.1"),
+        "{e}"
+    );
     assert!(node.nl.link_by_name(VXLAN_DEVICE).unwrap().is_none());
     // Another VNI on the same port is no clash (the kernel demultiplexes by VNI).
     k.ensure_vxlan(&VxlanSpec {

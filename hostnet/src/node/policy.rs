@@ -10,7 +10,7 @@
 use netpol::diff::Changes;
 use netpol::program::Program;
 
-use super::{HostNodeNet, NodeNetError};
+use super::{HostNodeNet, NodeNetError, Op};
 use crate::nftnl::NftError;
 use crate::policy;
 
@@ -38,7 +38,7 @@ pub trait PolicyNet {
 
 impl PolicyNet for HostNodeNet {
     fn replace_policy(&self, program: &Program) -> Result<(), NodeNetError> {
-        self.with_nft("replace network policy", |nf| {
+        self.with_nft(Op::ReplacePolicy, |nf| {
             nf.batch(&policy::replace_batch(program)?)
         })
     }
@@ -47,7 +47,7 @@ impl PolicyNet for HostNodeNet {
         if changes.is_empty() {
             return Ok(());
         }
-        self.with_nft("apply network policy changes", |nf| {
+        self.with_nft(Op::ApplyPolicy, |nf| {
             let referred = policy::sets_referred(changes);
             let held = if referred.is_empty() {
                 policy::Kinds::new()
@@ -59,15 +59,16 @@ impl PolicyNet for HostNodeNet {
     }
 
     fn remove_policy(&self) -> Result<(), NodeNetError> {
-        let op = "remove network policy";
-        match self.nft(op) {
-            Err(e) if e.errno == Some(nix::libc::EPROTONOSUPPORT) => return Ok(()),
+        match self.nft(&Op::RemovePolicy) {
+            Err(e) if e.errno() == Some(nix::libc::EPROTONOSUPPORT) => return Ok(()),
             Err(e) => return Err(e),
             Ok(_) => {}
         }
-        self.with_nft(op, |nf| match nf.batch(&policy::remove_batch()) {
-            Err(NftError::NoNfTables { .. }) => Ok(()),
-            other => other,
+        self.with_nft(Op::RemovePolicy, |nf| {
+            match nf.batch(&policy::remove_batch()) {
+                Err(NftError::NoNfTables { .. }) => Ok(()),
+                other => other,
+            }
         })
     }
 
@@ -77,6 +78,6 @@ impl PolicyNet for HostNodeNet {
     }
 
     fn read_policy(&self) -> Result<Option<Program>, NodeNetError> {
-        self.with_nft("read network policy", policy::read)
+        self.with_nft(Op::ReadPolicy, policy::read)
     }
 }

@@ -788,7 +788,7 @@ fn a_batch_of_routes_adds_each_but_those_in_the_way_in_order() {
         match i {
             100 | 300 => assert!(res.as_ref().is_err_and(|e| e.is_exists()), "{r:?}: {res:?}"),
             500 => assert_eq!(
-                res.as_ref().map_err(|e| e.errno),
+                res.as_ref().map_err(|e| e.errno()),
                 Err(Some(nix::libc::ENETUNREACH)),
                 "{r:?}"
             ),
@@ -865,8 +865,8 @@ fn on_link_many_answers_as_on_link_does() {
         let one = k.on_link(*a);
         assert_eq!(got.as_ref().ok(), one.as_ref().ok(), "{a}");
         assert_eq!(
-            got.as_ref().err().map(|e| e.errno),
-            one.as_ref().err().map(|e| e.errno),
+            got.as_ref().err().map(|e| e.errno()),
+            one.as_ref().err().map(|e| e.errno()),
             "{a}"
         );
         assert_eq!(got.as_ref().ok().copied(), mix[i % 7].1, "{a}: {got:?}");

@@ -3,7 +3,7 @@
 
 use super::*;
 use hostnet::node::fake::FakeNodeNet;
-use hostnet::node::{FamilyPolicy, NodeNet};
+use hostnet::node::{FamilyPolicy, NodeNet, Op, Refusal};
 
 fn route(dst: &str, gw: &str) -> PodRoute {
     PodRoute {
@@ -185,10 +185,16 @@ fn one_failed_route_does_not_stop_the_others() {
     );
     assert_eq!(out.added, 1);
     assert_eq!(out.errors.len(), 1);
-    assert!(
-        out.errors[0].starts_with("route 10.244.5.0/24"),
-        "{:?}",
-        out.errors
+    let e = &out.errors[0];
+    assert_eq!(e.part, Part::Routes, "{e}");
+    assert_eq!(
+        e.error.op,
+        Op::DeleteRoute(route("10.244.5.0/24", "192.168.0.5"))
+    );
+    // The log line names the operation and the route once.
+    assert_eq!(
+        e.to_string(),
+        "delete route 10.244.5.0/24 via 192.168.0.5: injected failure"
     );
     assert!(out.firewall_ok && !out.routes_ok());
 
@@ -216,8 +222,14 @@ fn a_failing_firewall_or_forwarding_is_reported_and_retried() {
         &policy(),
         &mut fwd,
     );
-    assert_eq!(out.errors.len(), 2, "{:?}", out.errors);
-    assert!(!out.firewall_ok && !fwd.forwarding.v4);
+    let parts: Vec<Part> = out.errors.iter().map(|e| e.part).collect();
+    assert_eq!(
+        parts,
+        [Part::Firewall, Part::Forwarding],
+        "{:?}",
+        out.errors
+    );
+    assert!(!out.firewall_ok && !fwd.forwarding.v4 && out.routes_ok());
     net.with(|s| s.fail.clear());
     let out = reconcile(
         &net,
@@ -289,7 +301,11 @@ fn between_re_checks_an_event_reads_nothing_from_the_kernel_and_a_failure_forget
         s.fail.insert("our_routes");
     });
     let out = reconcile(&net, &want, &over, &policy(), &mut applied);
-    assert!(out.errors[0].starts_with("routes:"), "{:?}", out.errors);
+    let e = &out.errors[0];
+    assert!(
+        e.part == Part::Routes && e.error.op == Op::ListRoutes,
+        "{e}"
+    );
 }
 
 // The overlay (issue 22).
@@ -460,7 +476,12 @@ fn overlay_failures_are_reported_per_item_and_the_rest_still_applied() {
     ]);
     let out = reconcile(&net, &routes, &want, &policy(), &mut fwd);
     assert_eq!(out.errors.len(), 2, "{:?}", out.errors);
-    assert!(out.errors[0].starts_with("overlay peer 10.244.4.0/24 via 172.16.0.4"));
+    let e = &out.errors[0];
+    assert_eq!(e.part, Part::Overlay, "{e}");
+    assert_eq!(
+        e.error.op,
+        Op::AddOverlayPeer(peer("172.16.0.4", &["10.244.4.0/24"]))
+    );
     assert!(!out.routes_ok() && out.firewall_ok && out.added == 1);
 
     // No device: no peer is tried, the routes and firewall still go on.
@@ -468,7 +489,11 @@ fn overlay_failures_are_reported_per_item_and_the_rest_still_applied() {
     net.with(|s| s.fail.insert("ensure_vxlan"));
     let out = reconcile(&net, &routes, &want, &policy(), &mut Applied::default());
     assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
-    assert!(out.errors[0].starts_with("overlay device"));
+    let e = &out.errors[0];
+    assert!(
+        e.part == Part::Overlay && e.error.op == Op::EnsureVxlan,
+        "{e}"
+    );
     assert!(!out.routes_ok() && out.firewall_applied && out.added == 1);
 }
 
@@ -524,10 +549,15 @@ fn a_vxlan_device_on_our_vni_and_port_blocks_the_overlay_and_says_what_to_do() {
     let want = overlay(&[peer("172.16.0.4", &["10.244.4.0/24"])]);
     let mut fwd = Applied::default();
     let out = reconcile(&net, &routes, &want, &policy(), &mut fwd);
-    let why = out.overlay_blocked.as_deref().unwrap_or_default();
+    let blocked = out.overlay_blocked.as_ref().expect("blocked");
+    assert!(
+        matches!(blocked.0.refusal(), Some(Refusal::VniInUse { device, .. }) if device == "flannel.1"),
+        "{out:?}"
+    );
+    let why = blocked.to_string();
     assert!(
         why.contains("flannel.1") && why.contains("--vxlan-vni") && why.contains("delete it"),
-        "{out:?}"
+        "{why}"
     );
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     assert!(!out.routes_ok() && out.firewall_ok && out.added == 1);

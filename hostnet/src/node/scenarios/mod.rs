@@ -42,7 +42,7 @@ trait Arrange {
 
 /// A result as the scenarios compare it: success, or the error's errno.
 fn errno<T>(r: Result<T, NodeNetError>) -> Result<T, Option<i32>> {
-    r.map_err(|e| e.errno)
+    r.map_err(|e| e.errno())
 }
 
 const EEXIST: Result<(), Option<i32>> = Err(Some(libc_errno::EEXIST));
