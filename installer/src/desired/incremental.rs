@@ -31,6 +31,7 @@ use crate::nodes::NodeInfo;
 type SpanKey = ((u8, u128), u128);
 
 /// The desired state of node `me`, maintained across snapshots of the Node list.
+#[derive(Default)]
 pub struct Incremental {
     me: String,
     opts: Options,
