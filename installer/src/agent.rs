@@ -20,7 +20,7 @@ use ipnetwork::IpNetwork;
 use crate::api::Client;
 use crate::backoff::Backoff;
 use crate::config::{Args, Mode};
-use crate::desired::{self, Desired, Local, Options};
+use crate::desired::{Desired, Incremental, Local, Options};
 use crate::health::{self, Metrics};
 use crate::nodes::NodeInfo;
 use crate::reconcile::{self, Applied, Overlay};
@@ -63,6 +63,8 @@ struct Agent<'a> {
     last_own: Option<Arc<NodeInfo>>,
     /// Whether the last pass stood in for this node's Node with `last_own`.
     kept_own: bool,
+    /// The desired state, kept per Node: a pass recomputes the Nodes that changed.
+    incremental: Incremental,
     nodes: Option<Vec<Arc<NodeInfo>>>,
     retry: Backoff,
     retry_at: Option<Instant>,
@@ -126,18 +128,19 @@ pub fn run(
             .map_err(|e| RunError::Setup(format!("starting the watch: {e}")))?;
     }
     free_stale_leases(args);
+    let options = Options {
+        cluster_cidrs: args.cluster_cidr.clone(),
+        no_masquerade: args.no_masquerade_cidr.clone(),
+        mode: args.mode,
+        bridge: args.bridge.clone(),
+    };
     let mut agent = Agent {
         installer,
         net: net.filter(|_| !args.files_only),
         host: net,
         files_only: args.files_only,
         metrics: &metrics,
-        options: Options {
-            cluster_cidrs: args.cluster_cidr.clone(),
-            no_masquerade: args.no_masquerade_cidr.clone(),
-            mode: args.mode,
-            bridge: args.bridge.clone(),
-        },
+        options: options.clone(),
         vni: args.vxlan_vni,
         port: args.vxlan_port,
         overlay_mtu: None,
@@ -150,6 +153,7 @@ pub fn run(
         own: Vec::new(),
         last_own: None,
         kept_own: false,
+        incremental: Incremental::new(&installer.node, options.clone()),
         nodes: None,
         retry: Backoff::new(MAX_RETRY),
         retry_at: None,
@@ -238,6 +242,7 @@ impl Agent<'_> {
     /// someone else, MTUs).
     fn forget_kernel(&mut self) {
         self.on_link.clear();
+        self.incremental.reset();
         self.applied.forget();
         self.host_mtu = None;
         self.underlay_mtu = None;
@@ -264,8 +269,10 @@ impl Agent<'_> {
         };
         let start = Instant::now();
         let mut ok = self.put_binaries();
-        let desired = self.desired(&nodes);
-        let vxlan = self.vxlan(&desired);
+        // Out of self while `desired` borrows it.
+        let mut incremental = std::mem::take(&mut self.incremental);
+        let desired = self.desired(&mut incremental, &nodes);
+        let vxlan = self.vxlan(desired);
         // The pods' MTU drops once a peer sends through the overlay (or every peer will):
         // a device that only receives leaves it.
         if let Some(spec) =
@@ -311,6 +318,7 @@ impl Agent<'_> {
             self.metrics.conflist.store(put.is_ok(), Ordering::Relaxed);
         }
         ok &= self.kernel(desired, vxlan);
+        self.incremental = incremental;
         self.warned = std::mem::take(&mut self.warning);
         let took = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.metrics
@@ -329,7 +337,11 @@ impl Agent<'_> {
         }
     }
 
-    fn desired(&mut self, nodes: &[Arc<NodeInfo>]) -> Desired {
+    fn desired<'i>(
+        &mut self,
+        incremental: &'i mut Incremental,
+        nodes: &[Arc<NodeInfo>],
+    ) -> &'i Desired {
         let addrs = match self.net.map(|n| n.local_addrs()) {
             Some(Ok(a)) => a,
             Some(Err(e)) => {
@@ -386,14 +398,14 @@ impl Agent<'_> {
             addrs: &addrs,
             on_link: &mut on_link,
         };
-        let me = &self.installer.node;
-        let d = desired::desired_keeping(me, nodes, local, &self.options, &mut self.last_own);
+        let d = incremental.update(nodes, local, &mut self.last_own);
         for w in &d.warnings {
             self.warn_once(format!("warning: {w}"));
         }
         if self.kept_own && !d.kept_own {
             log(&format!(
-                "node {me}: its own Node is valid again; the last good state no longer stands in"
+                "node {}: its own Node is valid again; the last good state no longer stands in",
+                self.installer.node
             ));
         }
         self.kept_own = d.kept_own;
@@ -444,7 +456,7 @@ impl Agent<'_> {
     }
 
     /// Routes, rules and forwarding; true when all are in place.
-    fn kernel(&mut self, desired: Desired, vxlan: Option<VxlanSpec>) -> bool {
+    fn kernel(&mut self, desired: &Desired, vxlan: Option<VxlanSpec>) -> bool {
         let Some(net) = self.net else {
             // Nothing of ours to put in the kernel with --files-only.
             let ok = self.files_only;
@@ -455,7 +467,7 @@ impl Agent<'_> {
         let peers_wanted = desired.overlay.len();
         let overlay = Overlay {
             spec: vxlan,
-            peers: desired.overlay,
+            peers: desired.overlay.clone(),
         };
         let out = reconcile::reconcile(
             net,

@@ -18,6 +18,9 @@ use ipnetwork::IpNetwork;
 use crate::config::Mode;
 use crate::nodes::NodeInfo;
 
+mod incremental;
+pub use incremental::Incremental;
+
 /// Settings that shape the desired state (`--cluster-cidr`, `--no-masquerade-cidr`).
 #[derive(Debug, Clone, Default)]
 pub struct Options {
