@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scale benchmark of the node agent (issue 20): 5,000 Nodes (or $1) from the stub API
-# server (its own process), the agent in-process (installer/examples/bench-agent.rs), on
+# server (its own process), the agent in-process (agent/examples/bench-agent.rs), on
 # hostnet's fake kernel and, as root, on the real kernel in a throwaway namespace. Each
 # round prints the list's time, the first full reconcile (and its pass alone), the time
 # from one added and one deleted Node to the end of the pass that put its routes in place,
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-5000}
 ROUNDS=${2:-3}
-cargo build -q --release -p cni-install --example stub-apiserver --example bench-agent
+cargo build -q --release -p cni-rs-agent --example stub-apiserver --example bench-agent
 bench=${CARGO_TARGET_DIR:-target}/release/examples/bench-agent
 modes=(fake)
 if [[ $EUID -eq 0 ]]; then modes+=(kernel); else echo "not root: the fake kernel only"; fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The node agent's requests to the API server at 5,000 Nodes (or $1) on the stub, before
 # (main at c5568e7, built in a temporary worktree) and after, in the same run
-# (installer/examples/bench-api.rs; figures in BENCHMARKS.md).
+# (agent/examples/bench-api.rs; figures in BENCHMARKS.md).
 #
 #   scripts/bench-api.sh [NODES] [BEFORE_COMMIT]
 set -euo pipefail
@@ -20,6 +20,6 @@ git worktree add -q --detach "$worktree" "$BEFORE"
 # The same target dir: the dependencies are built once; the binary is copied out at once.
 (cd "$worktree" && CARGO_TARGET_DIR=$target cargo build -q -p cni-install --bin cni-install)
 cp "$target/debug/cni-install" "$tmp/cni-install-before"
-cargo build -q -p cni-install --bin cni-install --example bench-api
+cargo build -q -p cni-rs-agent --bin cni-rs-agent --example bench-api
 NODES=$NODES "$target/debug/examples/bench-api" \
-    before="$tmp/cni-install-before" after="$target/debug/cni-install"
+    before="$tmp/cni-install-before" after="$target/debug/cni-rs-agent"

@@ -1,6 +1,6 @@
 """Checks the deploy/ manifests: each object through the Kubernetes client's models (a
 round trip must give back exactly the object: nothing unknown, misspelled or mistyped),
-then the fields cni-install and the README rely on. Run by scripts/check-manifests.sh."""
+then the fields cni-rs-agent and the README rely on. Run by scripts/check-manifests.sh."""
 
 import sys
 
@@ -14,13 +14,13 @@ MODELS = {
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
 }
 NAME, NAMESPACE = "cni-rs", "kube-system"
-HOST_PATHS = {  # host path -> where cni-install expects it (its defaults)
+HOST_PATHS = {  # host path -> where cni-rs-agent expects it (its defaults)
     "/opt/cni/bin": "/host/opt/cni/bin",
     "/etc/cni/net.d": "/host/etc/cni/net.d",
     "/var/lib/cni": "/host/var/lib/cni",
     "/proc/sys/net": "/host/proc/sys/net",
 }
-HEALTH_PORT = 9277  # cni-install's --health-listen default
+HEALTH_PORT = 9277  # cni-rs-agent's --health-listen default
 
 errors = []
 

@@ -4,7 +4,7 @@
 #      the image holds our static binaries only, and they run without a libc;
 #   2. a cluster of throwaway namespaces: three "nodes" on a lan (a bridge in its own
 #      namespace, MTU 1400), each with rp_filter=1 and dual-stack lan addresses and default routes via an
-#      "outside" host, where the stub API server (installer/examples/stub-apiserver.rs)
+#      "outside" host, where the stub API server (agent/examples/stub-apiserver.rs)
 #      serves the three Nodes, each with its own dual-stack podCIDR and InternalIPs;
 #   3. on every node, the image run the way the DaemonSet runs it: temp dirs bind-mounted
 #      as the host paths, NODE_NAME, KUBERNETES_SERVICE_HOST/PORT and the service-account
@@ -92,13 +92,13 @@ static=$target/x86_64-unknown-linux-musl/release
 if [[ -z ${E2E_SKIP_BUILD:-} ]]; then
     step "static build"
     scripts/build-static.sh >/dev/null
-    cargo build -q -p cni-install --example stub-apiserver
+    cargo build -q -p cni-rs-agent --example stub-apiserver
 fi
 stub=$target/debug/examples/stub-apiserver
-for bin in bridge host-local loopback portmap cnitool cni-install; do
+for bin in bridge host-local loopback portmap cnitool cni-rs-agent; do
     [[ -x $static/$bin ]] || die "$static/$bin missing: run scripts/build-static.sh"
 done
-[[ -x $stub ]] || die "$stub missing: cargo build -p cni-install --example stub-apiserver"
+[[ -x $stub ]] || die "$stub missing: cargo build -p cni-rs-agent --example stub-apiserver"
 
 step "podman build (FROM scratch)"
 podman build -q -f Containerfile -t "$image" "$static" >/dev/null
@@ -107,7 +107,7 @@ containers+=("$tag-export")
 podman create --name "$tag-export" "$image" >/dev/null
 files=$(podman export "$tag-export" | tar -t | grep -v '/$' | sort | tr '\n' ' ')
 podman rm "$tag-export" >/dev/null
-[[ $files == "opt/cni-rs/bin/bridge opt/cni-rs/bin/host-local opt/cni-rs/bin/loopback opt/cni-rs/bin/portmap usr/local/bin/cni-install usr/local/bin/cnitool " ]] ||
+[[ $files == "opt/cni-rs/bin/bridge opt/cni-rs/bin/host-local opt/cni-rs/bin/loopback opt/cni-rs/bin/portmap usr/local/bin/cni-install usr/local/bin/cni-rs-agent usr/local/bin/cnitool " ]] ||
     die "image content: $files"
 
 # They run without any libc: the image has none.

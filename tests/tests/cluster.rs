@@ -1,11 +1,11 @@
 //! A cluster: "nodes" in network namespaces on one lan, each running the node agent
-//! (`cni-install`) against a stub API server, with pods attached by our bridge plugin from
+//! (`cni-rs-agent`) against a stub API server, with pods attached by our bridge plugin from
 //! the conflist the agent wrote. Pods reach pods on every node without NAT; traffic leaving
 //! the cluster is masqueraded; the routes follow the Node list.
 #[path = "cluster_support/mod.rs"]
 mod cluster_support;
 
-#[path = "../../installer/tests/support/apiserver.rs"]
+#[path = "../../agent/tests/support/apiserver.rs"]
 #[allow(dead_code)] // the installer's tests use the rest
 mod apiserver;
 

@@ -10,7 +10,7 @@
 #[path = "cluster_support/mod.rs"]
 mod cluster_support;
 
-#[path = "../../installer/tests/support/apiserver.rs"]
+#[path = "../../agent/tests/support/apiserver.rs"]
 #[allow(dead_code)] // the installer's tests use the rest
 mod apiserver;
 

@@ -479,7 +479,7 @@ pub fn with_data_dir(mut conf: serde_json::Value, node: &Node) -> serde_json::Va
     conf
 }
 
-/// The node agent (`cni-install`) running inside a node's namespace; killed on drop.
+/// The node agent (`cni-rs-agent`) running inside a node's namespace; killed on drop.
 pub struct Agent {
     child: Option<std::process::Child>,
     pub dir: TempDir,
@@ -557,7 +557,7 @@ impl Agent {
         for d in ["bin", "net.d"] {
             std::fs::create_dir_all(self.dir.join(d)).unwrap();
         }
-        let mut cmd = std::process::Command::new(bin_path("cni-install"));
+        let mut cmd = std::process::Command::new(bin_path("cni-rs-agent"));
         cmd.args(&self.args)
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
@@ -585,7 +585,7 @@ impl Agent {
     pub fn uninstall(&mut self, node: &Node) {
         self.stop();
         let out = node.ns.run_in({
-            let mut cmd = std::process::Command::new(bin_path("cni-install"));
+            let mut cmd = std::process::Command::new(bin_path("cni-rs-agent"));
             cmd.args(&self.args).arg("--uninstall").env_clear();
             cmd
         });

@@ -1,0 +1,7 @@
+//! Kubernetes objects in: the API client, the list + watch of every Node into a shared
+//! cache, and what is kept of a Node.
+
+pub mod api;
+pub mod nodes;
+pub(crate) mod podcidr;
+pub mod watcher;
