@@ -55,7 +55,7 @@ impl Sockets {
     /// Both sockets in the calling thread's namespace; a kernel without nf_tables gets
     /// the route socket only (its error is returned beside it, to be told).
     pub fn open() -> std::io::Result<(Sockets, Option<std::io::Error>)> {
-        let mut route = group_socket(
+        let route = group_socket(
             protocols::NETLINK_ROUTE,
             &[
                 RTNLGRP_LINK,
