@@ -146,3 +146,33 @@ fn a_plain_route_of_an_earlier_version_is_taken_over() {
     assert!(our_kernel_routes(&node.nl).is_empty());
     assert!(our_nexthops(&node.nl).is_empty());
 }
+
+#[test]
+#[ignore = "needs root"]
+fn a_nexthop_of_ours_deleted_by_someone_else_is_told_as_route_drift() {
+    let test = "a_nexthop_of_ours_deleted_by_someone_else_is_told_as_route_drift";
+    if !privileged(test) {
+        return;
+    }
+    let (node, _peer) = node_on_a_lan_with_foreign_routes();
+    let k = node.node();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _watch = k
+        .watch(Box::new(move |d| {
+            let _ = tx.send(d);
+        }))
+        .unwrap();
+    k.add_route(&route("10.1.0.0/24", "192.168.50.2")).unwrap();
+    let hops = our_nexthops(&node.nl);
+    assert_eq!(hops.len(), 1, "{hops:?}");
+    // The kernel deletes the route with its nexthop, and tells of the nexthop only.
+    node.sh("ip", &["nexthop", "del", "id", &hops[0].0.to_string()]);
+    let told = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("a notification");
+    assert!(told.routes, "{told:?}");
+    assert!(k.our_routes().unwrap().is_empty());
+    // The next add makes a new one.
+    k.add_route(&route("10.1.0.0/24", "192.168.50.2")).unwrap();
+    assert_eq!(our_nexthops(&node.nl).len(), 1);
+}
