@@ -541,6 +541,7 @@ impl Links for FakeLinks {
                 scope: spec.scope.unwrap_or(0),
                 priority: spec.priority,
                 multipath_gateways: Vec::new(),
+                nh_id: None,
             });
             Ok(())
         })

@@ -54,6 +54,40 @@ impl Netlink {
         flags: u16,
     ) -> Vec<Result<Vec<RouteNetlinkMessage>, NetlinkError>> {
         debug_assert!(flags & NLM_F_DUMP != NLM_F_DUMP, "dumps are not pipelined");
+        let bytes = msgs
+            .into_iter()
+            .map(|msg| {
+                let mut req = NetlinkMessage::from(msg);
+                req.header.flags = NLM_F_REQUEST | flags;
+                req.finalize();
+                let mut b = vec![0; req.buffer_len()];
+                req.serialize(&mut b);
+                b
+            })
+            .collect();
+        self.pipelined(op, bytes, flags & NLM_F_ACK != 0)
+    }
+
+    /// [`Self::request_many`] for requests already serialized (header flags included,
+    /// `NLM_F_ACK` set), whose answers are only ACKs.
+    pub(super) fn request_many_raw(
+        &self,
+        op: &dyn Fn(usize) -> String,
+        msgs: Vec<Vec<u8>>,
+    ) -> Vec<Result<(), NetlinkError>> {
+        self.pipelined(op, msgs, true)
+            .into_iter()
+            .map(|r| r.map(drop))
+            .collect()
+    }
+
+    /// Sends the serialized requests `msgs`, numbered here, chunk by chunk.
+    fn pipelined(
+        &self,
+        op: &dyn Fn(usize) -> String,
+        msgs: Vec<Vec<u8>>,
+        acked: bool,
+    ) -> Vec<Result<Vec<RouteNetlinkMessage>, NetlinkError>> {
         let mut out = Vec::with_capacity(msgs.len());
         if msgs.is_empty() {
             return out;
@@ -81,18 +115,16 @@ impl Netlink {
             buf.clear();
             let mut n = 0;
             while n < chunk && buf.len() < MAX_CHUNK_BYTES {
-                let Some(msg) = msgs.next() else { break };
-                let mut req = NetlinkMessage::from(msg);
-                req.header.flags = NLM_F_REQUEST | flags;
-                req.header.sequence_number = seq0.wrapping_add(n as u32);
-                req.finalize();
+                let Some(mut req) = msgs.next() else { break };
+                // The sequence number: bytes 8..12 of the netlink header.
+                req[8..12].copy_from_slice(&seq0.wrapping_add(n as u32).to_ne_bytes());
                 // Each message starts 4-aligned (NLMSG_ALIGN).
                 let start = buf.len().next_multiple_of(4);
-                buf.resize(start + req.buffer_len(), 0);
-                req.serialize(&mut buf[start..]);
+                buf.resize(start, 0);
+                buf.extend_from_slice(&req);
                 n += 1;
             }
-            let answers = send_and_read(rt, sock, &buf, seq0, n, flags & NLM_F_ACK != 0);
+            let answers = send_and_read(rt, sock, &buf, seq0, n, acked);
             out.extend(answers.into_iter().enumerate().map(|(k, a)| match a {
                 Ok(Answer::Done(r)) => r.map_err(|e| relabel(e, op(first + k))),
                 Ok(Answer::Pending(_)) => Err(NetlinkError::os(op(first + k), nix::libc::ENOBUFS)),

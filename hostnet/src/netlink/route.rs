@@ -45,6 +45,9 @@ pub struct Route {
     pub priority: Option<u32>,
     /// Gateways of the next hops of a multipath (ECMP) route; empty otherwise.
     pub multipath_gateways: Vec<IpAddr>,
+    /// The nexthop object it goes through (`RTA_NH_ID`); its gateway is then reported
+    /// only while `nexthop_compat_mode` is on.
+    pub nh_id: Option<u32>,
 }
 
 /// What to add: `ip route add DST [via GW] [dev OIF] [metric P] [table T] [scope S]`.
@@ -88,6 +91,7 @@ impl Route {
             scope: h.scope.into(),
             priority: None,
             multipath_gateways: Vec::new(),
+            nh_id: None,
         };
         for attr in &msg.attributes {
             match attr {
@@ -96,6 +100,7 @@ impl Route {
                 RouteAttribute::Oif(i) => route.oif = Some(*i),
                 RouteAttribute::Table(t) => route.table = *t,
                 RouteAttribute::Priority(p) => route.priority = Some(*p),
+                RouteAttribute::NhId(id) => route.nh_id = Some(*id),
                 RouteAttribute::MultiPath(hops) => {
                     for hop in hops {
                         route
@@ -304,6 +309,51 @@ impl Netlink {
             .collect()
     }
 
+    /// [`Self::add_routes_excl`] for main-table routes `dst nhid ID`, pipelined.
+    pub fn add_routes_via_nexthop_excl(
+        &self,
+        routes: &[(IpNetwork, u32)],
+        protocol: u8,
+    ) -> Vec<Result<(), NetlinkError>> {
+        let op = |i: usize| format!("add route {} nhid {}", routes[i].0, routes[i].1);
+        let msgs = routes
+            .iter()
+            .map(|(dst, id)| RouteNetlinkMessage::NewRoute(nexthop_route(*dst, *id, protocol)))
+            .collect();
+        self.request_many(&op, msgs, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+            .into_iter()
+            .map(|r| r.map(drop))
+            .collect()
+    }
+
+    /// `ip route replace DST nhid ID proto PROTOCOL` in the main table.
+    pub fn replace_route_via_nexthop(
+        &self,
+        dst: IpNetwork,
+        id: u32,
+        protocol: u8,
+    ) -> Result<(), NetlinkError> {
+        self.ack(
+            &|| format!("replace route {dst} nhid {id}"),
+            RouteNetlinkMessage::NewRoute(nexthop_route(dst, id, protocol)),
+            NLM_F_CREATE | NLM_F_REPLACE,
+        )
+    }
+
+    /// Deletes the main-table route `dst nhid ID` made by `protocol` (ESRCH if none).
+    pub fn del_route_via_nexthop(
+        &self,
+        dst: IpNetwork,
+        id: u32,
+        protocol: u8,
+    ) -> Result<(), NetlinkError> {
+        self.ack(
+            &|| format!("delete route {dst} nhid {id}"),
+            RouteNetlinkMessage::DelRoute(nexthop_route(dst, id, protocol)),
+            0,
+        )
+    }
+
     /// Deletes the route matching `spec` (ESRCH, [`NetlinkError::is_not_found`], if none).
     pub fn del_route(&self, spec: &RouteSpec) -> Result<(), NetlinkError> {
         self.ack(
@@ -312,6 +362,22 @@ impl Netlink {
             0,
         )
     }
+}
+
+/// A main-table route to `dst` through nexthop object `id`, made by `protocol`.
+fn nexthop_route(dst: IpNetwork, id: u32, protocol: u8) -> RouteMessage {
+    let spec = RouteSpec {
+        dst,
+        gateway: None,
+        oif: None,
+        priority: None,
+        table: Some(MAIN_TABLE),
+        scope: None,
+    };
+    let mut msg = route_message(&spec);
+    msg.header.protocol = RouteProtocol::from(protocol);
+    msg.attributes.push(RouteAttribute::NhId(id));
+    msg
 }
 
 /// The `RTM_GETROUTE` of [`Netlink::route_to`].

@@ -185,6 +185,8 @@ pub trait NodeNet {
 }
 
 #[cfg(test)]
+mod nexthop_tests;
+#[cfg(test)]
 mod overlay_tests;
 #[cfg(test)]
 mod policy_cluster;

@@ -60,6 +60,7 @@ mod tests {
             scope: 0,
             priority: metric,
             multipath_gateways: vec![],
+            nh_id: None,
         }
     }
 

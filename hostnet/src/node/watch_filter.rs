@@ -18,6 +18,7 @@ const RTM_DELLINK: u16 = 17;
 const RTM_NEWROUTE: u16 = 24;
 const RTM_DELROUTE: u16 = 25;
 const RTM_DELNEIGH: u16 = 29;
+const RTM_DELNEXTHOP: u16 = 105;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MASTER: u16 = 10;
 const IFF_UP: u32 = 1;
@@ -115,6 +116,13 @@ pub(super) fn route_drift(datagram: &[u8], filter: &mut Filter) -> Drift {
             {
                 d.routes = true;
                 d.overlay = true;
+            }
+            // nhmsg: family, scope, protocol, ... A nexthop of ours deleted by someone else,
+            // or by the kernel with its device: its routes went with it, untold.
+            RTM_DELNEXTHOP
+                if Some(pid) != filter.route_pid && body.get(2) == Some(&ROUTE_PROTO) =>
+            {
+                d.routes = true;
             }
             // ifinfomsg: family, pad, type (u16), index, flags, change.
             RTM_NEWLINK | RTM_DELLINK => {

@@ -244,3 +244,23 @@ fn our_table_and_iptables_forward_count_and_nothing_else() {
         assert_eq!(nft_drift(&nat, &f), none);
     }
 }
+
+#[test]
+fn a_nexthop_of_ours_deleted_by_someone_else_is_route_drift() {
+    let mut f = filter();
+    // nhmsg: family, scope, protocol, resvd, flags.
+    let nh = |pid: u32, proto: u8| msg(105, pid, &[2, 0, proto, 0, 0, 0, 0, 0]);
+    assert!(
+        route_drift(&nh(0, ROUTE_PROTO), &mut f).routes,
+        "the kernel's (device gone)"
+    );
+    assert!(
+        route_drift(&nh(7, ROUTE_PROTO), &mut f).routes,
+        "someone else's"
+    );
+    assert!(
+        !route_drift(&nh(OURS, ROUTE_PROTO), &mut f).routes,
+        "our own"
+    );
+    assert!(!route_drift(&nh(7, 3), &mut f).routes, "not ours");
+}

@@ -21,6 +21,8 @@ const RTNLGRP_LINK: u32 = 1;
 const RTNLGRP_NEIGH: u32 = 3;
 const RTNLGRP_IPV4_ROUTE: u32 = 7;
 const RTNLGRP_IPV6_ROUTE: u32 = 11;
+/// Deleting a nexthop deletes its routes without a route notification.
+const RTNLGRP_NEXTHOP: u32 = 32;
 const NFNLGRP_NFTABLES: u32 = 7;
 
 /// A burst ends after this long without a message of ours...
@@ -62,6 +64,8 @@ impl Sockets {
                 RTNLGRP_IPV6_ROUTE,
             ],
         )?;
+        // Not there before Linux 5.3, nor are nexthop objects (our routes are plain then).
+        let _ = route.add_membership(RTNLGRP_NEXTHOP);
         let (nft, err) = match group_socket(protocols::NETLINK_NETFILTER, &[NFNLGRP_NFTABLES]) {
             Ok(s) => (Some(s), None),
             Err(e) => (None, Some(e)),

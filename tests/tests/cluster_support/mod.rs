@@ -315,6 +315,8 @@ impl Node {
     }
 
     /// Routes of `proto` in the node's main table, as `dst via gw` lines.
+    /// The routes of `proto` as `DST via GW` (through a nexthop or not: the agent's
+    /// go through nexthop objects, an earlier version's did not).
     pub fn routes(&self, proto: &str) -> Vec<String> {
         let mut lines: Vec<String> = ["-4", "-6"]
             .iter()
@@ -322,7 +324,7 @@ impl Node {
                 self.ns
                     .exec_in(&["ip", fam, "route", "show", "proto", proto])
                     .lines()
-                    .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                    .map(without_nhid)
                     .collect::<Vec<_>>()
             })
             .collect();
@@ -622,6 +624,20 @@ impl Drop for Agent {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `DST [nhid N] via GW dev D ...` as `DST via GW`.
+fn without_nhid(line: &str) -> String {
+    let mut words = line.split_whitespace();
+    let mut kept = Vec::new();
+    while let Some(w) = words.next() {
+        if w == "nhid" {
+            words.next();
+        } else {
+            kept.push(w);
+        }
+    }
+    kept.into_iter().take(3).collect::<Vec<_>>().join(" ")
 }
 
 /// Polls `check` every 50 ms until it holds; panics after 20 s with `what` and `detail`.
