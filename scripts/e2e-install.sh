@@ -174,7 +174,7 @@ done
 # in the API server, as sorted "dst via gateway" lines.
 routes() {
     { ip -n "$(ns_of "$1")" -4 route show proto 0xcb; ip -n "$(ns_of "$1")" -6 route show proto 0xcb; } |
-        awk '{print $1, $2, $3}' | sort
+        sed 's/ nhid [0-9]*//' | awk '{print $1, $2, $3}' | sort
 }
 want_routes() {
     local self=$1 j
