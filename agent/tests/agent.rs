@@ -174,20 +174,20 @@ fn routes_follow_the_nodes_with_one_operation_per_changed_route() {
         assert_eq!(metrics.routes.load(Ordering::Relaxed), 3);
         ops(&net);
 
-        // Added: one route; the firewall's set of pod ranges grows.
+        // Added: one route; the firewall's set of pod ranges grows, by its elements alone.
         node.api
             .put_node("node-4", &["10.244.4.0/24"], &["172.18.0.5"]);
         expect_ops(
             &net,
             metrics,
-            &["add 10.244.4.0/24 via 172.18.0.5", "firewall"],
+            &["add 10.244.4.0/24 via 172.18.0.5", "firewall elements"],
         );
         // Deleted: one route.
         node.api.delete_node("node-3");
         expect_ops(
             &net,
             metrics,
-            &["del 10.244.3.0/24 via 172.18.0.4", "firewall"],
+            &["del 10.244.3.0/24 via 172.18.0.4", "firewall elements"],
         );
         // A changed InternalIP: one replace, the firewall untouched.
         node.api.put_node(
@@ -205,7 +205,7 @@ fn routes_follow_the_nodes_with_one_operation_per_changed_route() {
             &[
                 "del 10.244.4.0/24 via 172.18.0.5",
                 "add 10.244.14.0/24 via 172.18.0.5",
-                "firewall",
+                "firewall elements",
             ],
         );
         // An unchanged Node (a status heartbeat) costs nothing.
@@ -487,7 +487,7 @@ fn a_peer_behind_a_router_gets_the_overlay_and_the_pods_keep_its_mtu_after() {
         expect_ops(
             &net,
             metrics,
-            &["overlay 10.99.0.9 10.244.9.0/24", "firewall"],
+            &["overlay 10.99.0.9 10.244.9.0/24", "firewall elements"],
         );
         let spec = net.with(|s| s.vxlan).unwrap();
         assert_eq!(spec.port, 4789);
@@ -499,7 +499,11 @@ fn a_peer_behind_a_router_gets_the_overlay_and_the_pods_keep_its_mtu_after() {
 
         // It goes: its entries, not the device; the pods' MTU stays (no flapping).
         node.api.delete_node("far");
-        expect_ops(&net, metrics, &["del overlay 10.99.0.9", "firewall"]);
+        expect_ops(
+            &net,
+            metrics,
+            &["del overlay 10.99.0.9", "firewall elements"],
+        );
         assert!(net.with(|s| s.vxlan.is_some()));
         assert_eq!(node.conflist()["plugins"][0]["mtu"], spec.mtu());
         assert_eq!(metrics.overlay_peers.load(Ordering::Relaxed), 0);

@@ -1,7 +1,7 @@
 //! Makes the kernel hold the desired state: our routes compared with `our_routes()` and
 //! our overlay peers with `overlay_peers()`, only the difference applied (also what changed
-//! while the agent was down), the firewall table applied only when it does not match,
-//! forwarding on. One failure does not stop the other changes; each is reported.
+//! while the agent was down), the firewall table applied only when it does not match (after
+//! a pass it trusts, only its changed set elements), forwarding on. One failure does not stop the other changes; each is reported.
 //!
 //! What a pass leaves is kept ([`Applied`]) and trusted by the next one, so an event costs
 //! the changes it makes and no dump of thousands of routes; the agent's periodic re-check
@@ -188,25 +188,7 @@ pub fn reconcile(
         applied.routes = current.map(|(c, _)| c);
         applied.overlay = peers;
     }
-    if applied.firewall.as_ref() == Some(policy) {
-        out.firewall_ok = true;
-    } else {
-        applied.firewall = None;
-        match net.firewall_matches(policy) {
-            Ok(true) => out.firewall_ok = true,
-            Ok(false) => match net.apply_firewall(policy) {
-                Ok(()) => {
-                    out.firewall_applied = true;
-                    out.firewall_ok = true;
-                }
-                Err(e) => out.failed(Part::Firewall, e),
-            },
-            Err(e) => out.failed(Part::Firewall, e),
-        }
-        if out.firewall_ok {
-            applied.firewall = Some(policy.clone());
-        }
-    }
+    firewall(net, policy, applied, &mut out);
     let forwarding = &mut applied.forwarding;
     let (v4, v6) = (
         policy.v4.is_some() && !forwarding.v4,
@@ -222,6 +204,46 @@ pub fn reconcile(
         }
     }
     out
+}
+
+/// The firewall as `policy`: nothing when the last pass left it so; from what the last
+/// pass left, only the changed set elements (a Node came or went); else compared with the
+/// kernel and, when it differs, made anew. An element update that fails (someone changed
+/// the table) falls back to the comparison.
+fn firewall(net: &dyn NodeNet, policy: &NodePolicy, applied: &mut Applied, out: &mut Outcome) {
+    let known = applied.firewall.take();
+    if known.as_ref() == Some(policy) {
+        out.firewall_ok = true;
+        applied.firewall = known;
+        return;
+    }
+    if let Some(from) = &known {
+        match net.update_firewall(from, policy) {
+            Ok(()) => {
+                out.firewall_applied = true;
+                out.firewall_ok = true;
+            }
+            Err(e) => out
+                .warnings
+                .push(format!("{e}: comparing the firewall with the kernel")),
+        }
+    }
+    if !out.firewall_ok {
+        match net.firewall_matches(policy) {
+            Ok(true) => out.firewall_ok = true,
+            Ok(false) => match net.apply_firewall(policy) {
+                Ok(()) => {
+                    out.firewall_applied = true;
+                    out.firewall_ok = true;
+                }
+                Err(e) => out.failed(Part::Firewall, e),
+            },
+            Err(e) => out.failed(Part::Firewall, e),
+        }
+    }
+    if out.firewall_ok {
+        applied.firewall = Some(policy.clone());
+    }
 }
 
 /// Deletes our routes that are not wanted, except those a wanted route to the same

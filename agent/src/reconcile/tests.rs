@@ -256,6 +256,42 @@ fn a_firewall_changed_by_someone_else_is_put_back() {
     assert!(out.firewall_applied);
 }
 
+/// `policy()` with one more no-masquerade range (another Node's).
+fn grown() -> NodePolicy {
+    let mut p = policy();
+    let f = p.v4.as_mut().unwrap();
+    f.no_masquerade.push("10.250.0.0/24".parse().unwrap());
+    p
+}
+
+#[test]
+fn a_trusted_pass_changes_only_the_firewall_elements_and_falls_back_when_refused() {
+    let net = fake();
+    let mut applied = Applied::default();
+    let none = Overlay::default();
+    reconcile(&net, &BTreeSet::new(), &none, &policy(), &mut applied);
+    ops(&net);
+    // A Node came: its range added to the set, the table neither read nor made anew.
+    net.with(|s| {
+        s.fail.forbid("firewall_matches");
+        s.fail.forbid("apply_firewall");
+    });
+    let out = reconcile(&net, &BTreeSet::new(), &none, &grown(), &mut applied);
+    assert!(out.firewall_applied && out.firewall_ok && out.errors.is_empty());
+    assert_eq!(ops(&net), vec!["firewall elements"]);
+    assert_eq!(net.with(|s| s.firewall.clone()), Some(grown()));
+    // Someone removed the table: the update is refused, the pass compares and makes it.
+    net.with(|s| {
+        s.fail.clear();
+        s.firewall = None;
+    });
+    let out = reconcile(&net, &BTreeSet::new(), &none, &policy(), &mut applied);
+    assert!(out.firewall_applied && out.firewall_ok && out.errors.is_empty());
+    assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+    assert_eq!(ops(&net), vec!["firewall"]);
+    assert!(net.firewall_matches(&policy()).unwrap());
+}
+
 #[test]
 fn between_re_checks_an_event_reads_nothing_from_the_kernel_and_a_failure_forgets() {
     let net = fake();

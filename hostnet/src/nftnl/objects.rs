@@ -3,6 +3,7 @@
 
 use super::attr::{self, Attrs};
 use super::expr::{self, Expr};
+use super::sets::NFT_MSG_DELSETELEM;
 use super::socket::{Answer, Msg};
 
 pub const NFT_MSG_NEWTABLE: u16 = 0;
@@ -115,7 +116,7 @@ pub fn new_base_chain(family: Family, table: &str, name: &str, base: BaseChain) 
 }
 
 /// An interval set of addresses (`type ipv4_addr|ipv6_addr; flags interval`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntervalSet {
     pub name: String,
     pub id: u32,
@@ -150,13 +151,43 @@ pub fn new_set(family: Family, table: &str, set: &IntervalSet) -> Msg {
 /// One stored element: its key and whether it ends an interval.
 pub type Elem = (Vec<u8>, bool);
 
-/// The messages that add `elems` to `set` (split so none grows too large).
+/// The messages that add `elems` to `set`, made in the same batch (split so none grows
+/// too large).
 pub fn new_set_elems(family: Family, table: &str, set: &IntervalSet, elems: &[Elem]) -> Vec<Msg> {
+    elem_msgs(family, table, set, elems, true, Some(set.id))
+}
+
+/// The messages that add `elems` to `set`, which exists.
+pub fn add_set_elems(family: Family, table: &str, set: &IntervalSet, elems: &[Elem]) -> Vec<Msg> {
+    elem_msgs(family, table, set, elems, true, None)
+}
+
+/// The messages that delete `elems` from `set`: one not there fails the batch (ENOENT).
+pub fn del_set_elems(family: Family, table: &str, set: &IntervalSet, elems: &[Elem]) -> Vec<Msg> {
+    elem_msgs(family, table, set, elems, false, None)
+}
+
+fn elem_msgs(
+    family: Family,
+    table: &str,
+    set: &IntervalSet,
+    elems: &[Elem],
+    add: bool,
+    id: Option<u32>,
+) -> Vec<Msg> {
+    let (kind, flags, verb) = if add {
+        (NFT_MSG_NEWSETELEM, NLM_F_CREATE, "add elements to")
+    } else {
+        (NFT_MSG_DELSETELEM, 0, "delete elements from")
+    };
     elems
         .chunks(ELEMS_PER_MSG)
         .map(|chunk| {
             let mut a = Attrs::new();
-            a.str(1, table).str(2, &set.name).u32(4, set.id);
+            a.str(1, table).str(2, &set.name);
+            if let Some(id) = id {
+                a.u32(4, id);
+            }
             a.nested(3, |list| {
                 for (key, end) in chunk {
                     list.nested(1, |e| {
@@ -169,8 +200,8 @@ pub fn new_set_elems(family: Family, table: &str, set: &IntervalSet, elems: &[El
                     });
                 }
             });
-            let what = format!("add elements to set {} {table} {}", family.name(), set.name);
-            msg(NFT_MSG_NEWSETELEM, family, NLM_F_CREATE, a, what, "")
+            let what = format!("{verb} set {} {table} {}", family.name(), set.name);
+            msg(kind, family, flags, a, what, "")
         })
         .collect()
 }

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use ipnetwork::IpNetwork;
 
 use super::firewall::interval_elems;
+use super::firewall_delta::{elems_to_cidrs, set_deltas};
 use super::{
     Drift, FamilyPolicy, NodeNet, NodeNetError, NodePolicy, Notify, Op, OverlayPeer, PodRoute,
     Refusal, VxlanSpec, Watch, libc_errno,
@@ -356,6 +357,41 @@ impl NodeNet for FakeNodeNet {
         }
         s.firewall = Some(policy.clone());
         s.log.push("firewall".to_string());
+        Ok(())
+    }
+
+    fn update_firewall(&self, from: &NodePolicy, to: &NodePolicy) -> Result<(), NodeNetError> {
+        let Some(deltas) = set_deltas(from, to) else {
+            return self.apply_firewall(to);
+        };
+        if deltas.is_empty() {
+            return Ok(()); // as `HostNodeNet`: no batch at all
+        }
+        let mut s = self.op("update_firewall", &Op::ApplyFirewall)?;
+        // As the kernel: a set or element deleted that is not there fails the whole batch.
+        let enoent = || NodeNetError::new(Op::ApplyFirewall, Refusal::Errno(libc_errno::ENOENT));
+        let mut next = s.firewall.clone().ok_or_else(enoent)?;
+        for d in &deltas {
+            let fam = if d.key_len == 4 {
+                &mut next.v4
+            } else {
+                &mut next.v6
+            };
+            let f = fam.as_mut().ok_or_else(enoent)?;
+            let mut elems: BTreeSet<Elem> = interval_elems(&f.no_masquerade, d.key_len)
+                .into_iter()
+                .collect();
+            for e in &d.del {
+                if !elems.remove(e) {
+                    return Err(enoent());
+                }
+            }
+            elems.extend(d.add.iter().cloned());
+            let elems: Vec<Elem> = elems.into_iter().collect();
+            f.no_masquerade = elems_to_cidrs(&elems, d.key_len);
+        }
+        s.firewall = Some(next);
+        s.log.push("firewall elements".to_string());
         Ok(())
     }
 

@@ -55,13 +55,13 @@ const IPTABLES_FORWARD: &str = "FORWARD";
 
 /// What differs between the two families.
 #[derive(Debug, Clone, Copy)]
-struct Fam {
+pub(super) struct Fam {
     /// The family of iptables' own table.
     iptables: Family,
     nfproto: u8,
     saddr: u32,
     daddr: u32,
-    key_len: usize,
+    pub key_len: usize,
     suffix: &'static str,
     /// Set ids within a batch.
     pods_id: u32,
@@ -70,7 +70,7 @@ struct Fam {
     multicast: (u128, u8),
 }
 
-const V4: Fam = Fam {
+pub(super) const V4: Fam = Fam {
     iptables: Family::Ip,
     nfproto: 2,
     saddr: 12,
@@ -82,7 +82,7 @@ const V4: Fam = Fam {
     // 224.0.0.0/4
     multicast: (0xe000_0000, 4),
 };
-const V6: Fam = Fam {
+pub(super) const V6: Fam = Fam {
     iptables: Family::Ip6,
     nfproto: 10,
     saddr: 8,
@@ -103,14 +103,14 @@ impl Fam {
             key_len: self.key_len,
         }
     }
-    fn nomasq(self) -> IntervalSet {
+    pub(super) fn nomasq(self) -> IntervalSet {
         IntervalSet {
             name: format!("nomasq{}", self.suffix),
             id: self.nomasq_id,
             key_len: self.key_len,
         }
     }
-    fn of(self, policy: &NodePolicy) -> Option<&FamilyPolicy> {
+    pub(super) fn of(self, policy: &NodePolicy) -> Option<&FamilyPolicy> {
         if self.key_len == 4 {
             policy.v4.as_ref()
         } else {
@@ -137,11 +137,20 @@ fn key(value: u128, key_len: usize) -> Vec<u8> {
 /// ranges merged (the kernel refuses overlaps), each a start and an end one past it (none
 /// for a range reaching the top), and an end marker at zero unless a range starts there.
 pub(crate) fn interval_elems(cidrs: &[IpNetwork], key_len: usize) -> Vec<Elem> {
-    let top = if key_len == 4 {
-        u128::from(u32::MAX)
-    } else {
-        u128::MAX
-    };
+    let merged = merged_ranges(cidrs, key_len);
+    let mut elems = Vec::new();
+    if zero_marker(&merged) {
+        elems.push((key(0, key_len), true));
+    }
+    for range in merged {
+        elems.extend(range_elems(range, key_len));
+    }
+    elems
+}
+
+/// `cidrs` of the family of `key_len` as first and last addresses, sorted, overlapping
+/// and adjacent ones merged.
+pub(super) fn merged_ranges(cidrs: &[IpNetwork], key_len: usize) -> Vec<(u128, u128)> {
     let mut ranges: Vec<(u128, u128)> = cidrs
         .iter()
         .filter(|c| (c.is_ipv4()) == (key_len == 4))
@@ -155,15 +164,22 @@ pub(crate) fn interval_elems(cidrs: &[IpNetwork], key_len: usize) -> Vec<Elem> {
             _ => merged.push((start, end)),
         }
     }
-    let mut elems = Vec::new();
-    if merged.first().is_some_and(|(start, _)| *start != 0) {
-        elems.push((key(0, key_len), true));
-    }
-    for (start, end) in merged {
-        elems.push((key(start, key_len), false));
-        if end < top {
-            elems.push((key(end + 1, key_len), true));
-        }
+    merged
+}
+
+/// Whether a set of the `merged` ranges holds an end marker at zero: it has ranges, and
+/// none starts at zero.
+pub(super) fn zero_marker(merged: &[(u128, u128)]) -> bool {
+    merged.first().is_some_and(|(start, _)| *start != 0)
+}
+
+/// One merged range's elements: its start and, unless it reaches the top, its end one
+/// past it.
+pub(super) fn range_elems((start, end): (u128, u128), key_len: usize) -> Vec<Elem> {
+    let top = u128::MAX >> (128 - 8 * key_len);
+    let mut elems = vec![(key(start, key_len), false)];
+    if end < top {
+        elems.push((key(end + 1, key_len), true));
     }
     elems
 }

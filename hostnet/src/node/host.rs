@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use sysproc::netns::{Netns, NetnsError};
 
 use super::firewall;
+use super::firewall_delta;
 use super::forwarding;
 use super::overlay_host;
 use super::watch_filter::Filter;
@@ -536,6 +537,17 @@ impl NodeNet for HostNodeNet {
             let msgs = firewall::apply_batch(nf, policy)?;
             nf.batch(&msgs)
         })
+    }
+
+    fn update_firewall(&self, from: &NodePolicy, to: &NodePolicy) -> Result<(), NodeNetError> {
+        let Some(deltas) = firewall_delta::set_deltas(from, to) else {
+            return self.apply_firewall(to);
+        };
+        let msgs = firewall_delta::batch(&deltas);
+        if msgs.is_empty() {
+            return Ok(());
+        }
+        self.with_nft(Op::ApplyFirewall, |nf| nf.batch(&msgs))
     }
 
     fn firewall_matches(&self, policy: &NodePolicy) -> Result<bool, NodeNetError> {

@@ -14,6 +14,7 @@ pub mod fake;
 #[cfg(any(test, feature = "fake"))]
 mod fake_policy;
 mod firewall;
+mod firewall_delta;
 mod forwarding;
 mod host;
 mod mtu;
@@ -123,6 +124,17 @@ pub trait NodeNet {
     /// (masquerade) and, where iptables-nft's `filter FORWARD` chains exist, our commented
     /// accepts for the pod ranges at their head (see `firewall.rs`).
     fn apply_firewall(&self, policy: &NodePolicy) -> Result<(), NodeNetError>;
+    /// Makes our firewall table, which holds `from` (what the last apply left), `to`. When
+    /// only the no-masquerade ranges differ (a Node came or went), by deleting and adding
+    /// just those set elements in one transaction, without reading the kernel; otherwise
+    /// as [`NodeNet::apply_firewall`]. A table that does not hold `from` may fail the
+    /// transaction (an element deleted that is not there: ENOENT), which changes nothing;
+    /// one that holds more than `from` keeps that: compare ([`NodeNet::firewall_matches`])
+    /// where that matters. The default: [`NodeNet::apply_firewall`].
+    fn update_firewall(&self, from: &NodePolicy, to: &NodePolicy) -> Result<(), NodeNetError> {
+        let _ = from;
+        self.apply_firewall(to)
+    }
     /// Whether our firewall table is present and matches `policy` (readiness, drift): its
     /// sets' elements, its chain and rules, and our FORWARD accepts in every iptables-nft
     /// `filter FORWARD` chain (one made after our apply, as Docker's, is drift).

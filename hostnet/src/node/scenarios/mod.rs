@@ -47,6 +47,7 @@ fn errno<T>(r: Result<T, NodeNetError>) -> Result<T, Option<i32>> {
 
 const EEXIST: Result<(), Option<i32>> = Err(Some(libc_errno::EEXIST));
 const ESRCH: Result<(), Option<i32>> = Err(Some(libc_errno::ESRCH));
+const ENOENT: Result<(), Option<i32>> = Err(Some(libc_errno::ENOENT));
 const ENODEV: Result<(), Option<i32>> = Err(Some(libc_errno::ENODEV));
 const ENETUNREACH: Result<(), Option<i32>> = Err(Some(nix::libc::ENETUNREACH));
 const EHOSTUNREACH: Result<(), Option<i32>> = Err(Some(nix::libc::EHOSTUNREACH));
@@ -512,6 +513,83 @@ fn firewall_table(a: &dyn Arrange) {
     assert!(!k.firewall_matches(&v4_only).unwrap());
 }
 
+/// `policy()` with these no-masquerade ranges.
+fn nomasq(v4: &[&str], v6: &[&str]) -> NodePolicy {
+    let mut p = policy();
+    for (f, list) in [(&mut p.v4, v4), (&mut p.v6, v6)] {
+        f.as_mut().unwrap().no_masquerade = list.iter().map(|c| net(c)).collect();
+    }
+    p
+}
+
+/// The no-masquerade ranges changed element by element: a range added, grown into its
+/// neighbour, split in two, from zero and back, removed; each time the table matches the
+/// new policy exactly. The same change again (from what the table no longer holds), or
+/// with the table gone, fails whole (ENOENT); anything else changed is a full apply.
+fn firewall_elements(a: &dyn Arrange) {
+    if !a.nft_usable("firewall_elements") {
+        return;
+    }
+    let k = a.net();
+    let split: Vec<String> = (0..=255)
+        .filter(|i| *i != 5)
+        .map(|i| format!("10.244.{i}.0/24"))
+        .collect();
+    let split: Vec<&str> = split.iter().map(String::as_str).collect();
+    let steps = [
+        nomasq(&["10.244.0.0/16", "10.96.0.0/12"], &["fd10::/48"]),
+        nomasq(
+            &["10.244.0.0/16", "10.96.0.0/12", "192.168.7.0/24"],
+            &["fd10::/48", "fd20::/64"],
+        ),
+        nomasq(
+            &[
+                "10.244.0.0/16",
+                "10.96.0.0/12",
+                "192.168.7.0/24",
+                "192.168.6.0/24",
+            ],
+            &["fd10::/48", "fd20::/64", "fd20:0:0:1::/64"],
+        ),
+        nomasq(&[&split[..], &["10.96.0.0/12"]].concat(), &["fd10::/48"]),
+        nomasq(&["0.0.0.0/8", "10.96.0.0/12"], &["::/8", "fd10::/48"]),
+        nomasq(&["10.96.0.0/12"], &["fd10::/48"]),
+        nomasq(&[], &[]),
+        nomasq(&["10.96.0.0/13", "10.104.0.0/13"], &["fd10::/48"]),
+    ];
+    k.apply_firewall(&steps[0]).unwrap();
+    for pair in steps.windows(2) {
+        let (from, to) = (&pair[0], &pair[1]);
+        k.update_firewall(from, to).unwrap();
+        assert!(k.firewall_matches(to).unwrap(), "{to:?}");
+        assert!(!k.firewall_matches(from).unwrap(), "{from:?}");
+    }
+    let to = &steps[7];
+    // Written otherwise, the same ranges: nothing to change.
+    let same = nomasq(&["10.96.0.0/12"], &["fd10::/48", "fd10::/64"]);
+    k.update_firewall(to, &same).unwrap();
+    assert!(k.firewall_matches(to).unwrap());
+    // Again from what is no longer there: refused whole, the table as it was.
+    let back = nomasq(&["10.244.0.0/16"], &[]);
+    assert_eq!(errno(k.update_firewall(&steps[1], &back)), ENOENT);
+    assert!(k.firewall_matches(to).unwrap());
+    // Not only elements: made anew.
+    let other = NodePolicy {
+        pods_on: "br0".into(),
+        ..steps[0].clone()
+    };
+    k.update_firewall(to, &other).unwrap();
+    assert!(k.firewall_matches(&other).unwrap());
+    a.drop_firewall_table();
+    let more = NodePolicy {
+        pods_on: "br0".into(),
+        ..steps[1].clone()
+    };
+    assert_eq!(errno(k.update_firewall(&other, &more)), ENOENT);
+    assert!(k.firewall_matches(&NodePolicy::default()).unwrap());
+    k.remove_firewall().unwrap();
+}
+
 /// Each scenario as two tests: `on_fake::NAME` and, as root, `on_kernel::NAME`.
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
@@ -548,4 +626,5 @@ scenarios!(
     overlay_entries,
     overlay_addresses_and_routes,
     firewall_table,
+    firewall_elements,
 );
