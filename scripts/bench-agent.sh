@@ -14,6 +14,8 @@ NODES=${1:-5000}
 ROUNDS=${2:-3}
 cargo build -q --release -p cni-rs-agent --example stub-apiserver --example bench-agent
 bench=${CARGO_TARGET_DIR:-target}/release/examples/bench-agent
+log=$(mktemp /tmp/cnirs-bench-agent.XXXXXX)
+trap 'rm -f "$log"' EXIT
 modes=(fake)
 if [[ $EUID -eq 0 ]]; then modes+=(kernel); else echo "not root: the fake kernel only"; fi
 for mode in "${modes[@]}"; do
@@ -22,7 +24,12 @@ for mode in "${modes[@]}"; do
     summaries=()
     for ((r = 1; r <= ROUNDS; r++)); do
         echo "== $mode kernel, round $r"
-        out=$("$bench" "$NODES" "${flag[@]}" 2>/dev/null)
+        # The agent's log to a file: shown when a round fails, instead of lost.
+        if ! out=$("$bench" "$NODES" "${flag[@]}" 2>"$log"); then
+            echo "bench-agent failed ($mode kernel, round $r):" >&2
+            tail -20 "$log" >&2
+            exit 1
+        fi
         grep -v '^summary ' <<<"$out"
         summaries+=("$(grep '^summary ' <<<"$out")")
     done

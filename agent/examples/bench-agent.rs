@@ -119,7 +119,10 @@ fn main() {
         ])
         .env("STUB_NODES", nodes.to_string())
         .stdin(Stdio::piped())
+        // Not this process's stdout: a stub that outlived it would hold the script's pipe.
+        .stdout(Stdio::null())
         .spawn()
+        .map(StubProcess)
         .expect("stub-apiserver (cargo build --example stub-apiserver)");
     wait_for("the stub", Duration::from_secs(60), || {
         dir.join("sa/ready").exists()
@@ -314,7 +317,29 @@ fn main() {
         shared.request_stop(0);
         runner.join().unwrap().unwrap();
     });
-    let _ = stub.kill();
-    let _ = stub.wait();
+    drop(stub);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The stub's process, killed and reaped when dropped: also when the bench panics.
+struct StubProcess(std::process::Child);
+
+impl std::ops::Deref for StubProcess {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StubProcess {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for StubProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
