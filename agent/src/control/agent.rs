@@ -66,6 +66,8 @@ struct Agent<'a> {
     last_own: Option<Arc<NodeInfo>>,
     /// Whether the last pass stood in for this node's Node with `last_own`.
     kept_own: bool,
+    /// The binaries were found or put in place since the last periodic re-check.
+    binaries_in_place: bool,
     /// The desired state, kept per Node: a pass recomputes the Nodes that changed.
     incremental: Incremental,
     nodes: Option<Vec<Arc<NodeInfo>>>,
@@ -157,6 +159,7 @@ pub fn run(
         own: Vec::new(),
         last_own: None,
         kept_own: false,
+        binaries_in_place: false,
         incremental: Incremental::new(&installer.node, options.clone()),
         nodes: None,
         retry: Backoff::new(MAX_RETRY),
@@ -243,8 +246,9 @@ pub fn free_stale_leases(args: &Args) {
 
 impl Agent<'_> {
     /// The periodic re-check: the next pass asks the kernel afresh (drift, changes made by
-    /// someone else, MTUs).
+    /// someone else, MTUs) and compares the installed binaries again.
     fn forget_kernel(&mut self) {
+        self.binaries_in_place = false;
         self.on_link.clear();
         self.incremental.reset();
         self.applied.forget();
@@ -252,7 +256,12 @@ impl Agent<'_> {
         self.underlay_mtu = None;
     }
 
-    fn put_binaries(&self) -> bool {
+    /// The binaries in place; compared with the source only after the periodic re-check or
+    /// a failure (reading every plugin back on every Node event cost milliseconds).
+    fn put_binaries(&mut self) -> bool {
+        if self.binaries_in_place {
+            return true;
+        }
         let ok = match self.installer.put_binaries() {
             Ok(()) => true,
             Err(e) => {
@@ -261,6 +270,7 @@ impl Agent<'_> {
             }
         };
         self.metrics.binaries.store(ok, Ordering::Relaxed);
+        self.binaries_in_place = ok;
         ok
     }
 
