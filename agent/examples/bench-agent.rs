@@ -188,7 +188,7 @@ fn main() {
         .unwrap()
         .list(&cni_rs_agent::kube::api::ListFrom::Cache)
         .unwrap()
-        .nodes
+        .items
         .len();
     let list = list_at.elapsed();
     let passes = || metrics.reconciles.load(Ordering::Relaxed);

@@ -216,3 +216,48 @@ fn a_silent_watch_connection_is_given_up_after_its_timeout_and_a_little_slack() 
     let err = ended.unwrap_err();
     assert!(err.contains("timeout") || err.contains("Timeout"), "{err}");
 }
+
+#[test]
+fn pods_namespaces_and_policies_are_listed_and_watched_like_nodes() {
+    use cni_rs_agent::kube::api::ListFrom;
+    use cni_rs_agent::kube::collection::{NetworkPolicies, Pods, WatchEvent};
+    use support::apiserver::ObjectKind;
+    let node = Node::new(&["10.244.1.0/24"]);
+    let pod = |name: &str, ip: &str| {
+        serde_json::json!({
+            "metadata": { "name": name, "namespace": "x", "labels": { "pod": name } },
+            "spec": { "nodeName": "node-1" },
+            "status": { "phase": "Running", "podIPs": [{ "ip": ip }] }
+        })
+    };
+    node.api.put_object(ObjectKind::Pod, pod("a", "10.244.1.5"));
+    let client = client(&node);
+    let listing = client.list_of::<Pods>(&ListFrom::Cache).unwrap();
+    assert_eq!(listing.items.len(), 1);
+    assert_eq!(listing.items[0].metadata.name, "a");
+    assert_eq!(listing.items[0].metadata.labels["pod"], "a");
+    // No policy yet: an empty list of the other group's kind.
+    assert!(
+        client
+            .list_of::<NetworkPolicies>(&ListFrom::Cache)
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let mut watch = client
+        .watch_of::<Pods>(&listing.resource_version, 5)
+        .unwrap();
+    // A Node event in between is not the pod watch's.
+    node.api
+        .put_node("node-2", &["10.244.2.0/24"], &["172.18.0.3"]);
+    node.api.put_object(ObjectKind::Pod, pod("b", "10.244.1.6"));
+    node.api.delete_object(ObjectKind::Pod, "x", "a");
+    let Ok(Some(WatchEvent::Applied(b, _))) = watch.next_event() else {
+        panic!("no ADDED event for pod b");
+    };
+    assert_eq!(b.metadata.name, "b");
+    let Ok(Some(WatchEvent::Deleted(a, _))) = watch.next_event() else {
+        panic!("no DELETED event for pod a");
+    };
+    assert_eq!(a.metadata.name, "a");
+}

@@ -10,7 +10,8 @@ use ipnetwork::IpNetwork;
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, TlsProvider};
 use ureq::unversioned::transport::Connector;
 
-use crate::kube::nodes::{self, NodeInfo, NodeList, WatchEvent};
+use crate::kube::collection::{Collection, ListPage, Nodes, WatchEvent, decode_event};
+use crate::kube::nodes::{self, NodeInfo};
 
 mod connect;
 mod requests;
@@ -82,9 +83,9 @@ pub enum ApiError {
     Decode { url: String, reason: String },
 }
 
-/// Every Node (name, ranges, InternalIPs) and the resourceVersion to watch from.
-pub struct Listing {
-    pub nodes: Vec<NodeInfo>,
+/// Every object of a collection (as kept) and the resourceVersion to watch from.
+pub struct Listing<T = NodeInfo> {
+    pub items: Vec<T>,
     pub resource_version: String,
 }
 
@@ -141,14 +142,19 @@ impl Client {
         nodes::from_node_json(&body).map_err(|reason| ApiError::BadNode { url, reason })
     }
 
-    /// Every Node, page by page (`limit`, `continue`) if the server pages; one consistent
-    /// snapshot. The watch cache answers `resourceVersion=0` in one page whatever the
-    /// `limit`; a quorum read pages.
+    /// Every Node (see [`Client::list_of`]).
     pub fn list(&self, from: &ListFrom) -> Result<Listing, ApiError> {
-        let mut nodes = Vec::new();
+        self.list_of::<Nodes>(from)
+    }
+
+    /// Every object of `C`, page by page (`limit`, `continue`) if the server pages; one
+    /// consistent snapshot. The watch cache answers `resourceVersion=0` in one page
+    /// whatever the `limit`; a quorum read pages.
+    pub fn list_of<C: Collection>(&self, from: &ListFrom) -> Result<Listing<C::Object>, ApiError> {
+        let mut items = Vec::new();
         let mut token = String::new();
         loop {
-            let mut url = format!("{}/api/v1/nodes?", self.server);
+            let mut url = format!("{}{}?", self.server, C::PATH);
             if !token.is_empty() {
                 // The snapshot is the continue token's; a resourceVersion with it is refused.
                 url.push_str(&format!("limit={PAGE}&continue={}", percent_encode(&token)));
@@ -166,20 +172,24 @@ impl Client {
             }
             let body = self.get(&url, Kind::List, TIMEOUT, None)?;
             let reader = BufReader::new(body.take(MAX_PAGE));
-            let page: NodeList = serde_json::from_reader(reader).map_err(|e| ApiError::Decode {
-                url: url.clone(),
-                reason: format!("the node list does not parse (or exceeds {MAX_PAGE} bytes): {e}"),
-            })?;
-            // A Node without a name is not one (and could not be told apart from another).
-            nodes.extend(
+            let page: ListPage<C::Raw> =
+                serde_json::from_reader(reader).map_err(|e| ApiError::Decode {
+                    url: url.clone(),
+                    reason: format!(
+                        "the {} list does not parse (or exceeds {MAX_PAGE} bytes): {e}",
+                        C::NAME
+                    ),
+                })?;
+            // An object without a name is not one (and could not be told apart from another).
+            items.extend(
                 page.items
                     .into_iter()
-                    .filter(|n| !n.metadata.name.is_empty())
-                    .map(|n| n.info()),
+                    .filter(|o| !C::name(o).is_empty())
+                    .map(C::keep),
             );
             if page.metadata.continue_token.is_empty() {
                 return Ok(Listing {
-                    nodes,
+                    items,
                     resource_version: page.metadata.resource_version,
                 });
             }
@@ -187,14 +197,24 @@ impl Client {
         }
     }
 
-    /// Opens a watch of every Node from `resource_version`, with bookmarks, that the API
-    /// server ends after `seconds`; the client gives up on it `WATCH_SLACK` later (a
-    /// half-open connection that TCP keepalive did not catch first).
+    /// Opens a watch of every Node (see [`Client::watch_of`]).
     pub fn watch(&self, resource_version: &str, seconds: u64) -> Result<Watch, ApiError> {
+        self.watch_of::<Nodes>(resource_version, seconds)
+    }
+
+    /// Opens a watch of every object of `C` from `resource_version`, with bookmarks, that
+    /// the API server ends after `seconds`; the client gives up on it `WATCH_SLACK` later
+    /// (a half-open connection that TCP keepalive did not catch first).
+    pub fn watch_of<C: Collection>(
+        &self,
+        resource_version: &str,
+        seconds: u64,
+    ) -> Result<Watch<C>, ApiError> {
         let url = format!(
-            "{}/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds={seconds}\
+            "{}{}?watch=1&allowWatchBookmarks=true&timeoutSeconds={seconds}\
              &resourceVersion={}",
             self.server,
+            C::PATH,
             percent_encode(resource_version)
         );
         let limit = Duration::from_secs(seconds) + WATCH_SLACK;
@@ -202,6 +222,7 @@ impl Client {
         Ok(Watch {
             url,
             reader: BufReader::new(body),
+            of: std::marker::PhantomData,
         })
     }
 
@@ -346,15 +367,17 @@ impl Client {
     }
 }
 
-/// An open watch: events one line at a time (the API server ends each with a newline).
-pub struct Watch {
+/// An open watch of `C`: events one line at a time (the API server ends each with a
+/// newline).
+pub struct Watch<C: Collection = Nodes> {
     url: String,
     reader: BufReader<Box<dyn Read + Send>>,
+    of: std::marker::PhantomData<C>,
 }
 
-impl Watch {
+impl<C: Collection> Watch<C> {
     /// The next event; `None` when the server ended the watch (its timeout).
-    pub fn next_event(&mut self) -> Result<Option<WatchEvent>, ApiError> {
+    pub fn next_event(&mut self) -> Result<Option<WatchEvent<C::Object>>, ApiError> {
         let line = read_line_bounded(&mut self.reader, MAX_EVENT).map_err(|e| match e {
             // The connection failed mid-stream: what came before it is good.
             Line::Io(reason) => ApiError::Unreachable {
@@ -369,7 +392,7 @@ impl Watch {
         let Some(line) = line else {
             return Ok(None);
         };
-        match nodes::decode_event(&line) {
+        match decode_event::<C>(&line) {
             Ok(WatchEvent::Error { code: 410, message }) => {
                 self.drain();
                 Err(ApiError::Gone {
@@ -386,7 +409,7 @@ impl Watch {
     }
 }
 
-impl Watch {
+impl<C: Collection> Watch<C> {
     /// Reads the little the server sends after an ERROR event (the end of the response),
     /// so that the connection goes back to the pool for the re-list.
     fn drain(&mut self) {

@@ -70,8 +70,6 @@ pub(crate) struct Meta {
     pub name: String,
     #[serde(rename = "resourceVersion")]
     pub resource_version: String,
-    #[serde(rename = "continue")]
-    pub continue_token: String,
     #[serde(rename = "creationTimestamp")]
     pub created: String,
 }
@@ -117,8 +115,8 @@ struct Status {
 /// list, the watch and `--once` (`from_node_json`).
 #[derive(Deserialize, Default)]
 #[serde(default)]
-pub(crate) struct RawNode {
-    pub metadata: Meta,
+pub struct RawNode {
+    pub(crate) metadata: Meta,
     spec: Spec,
     status: Status,
 }
@@ -155,93 +153,6 @@ fn bounded(values: impl Iterator<Item = String>) -> Vec<String> {
         .collect()
 }
 
-/// One page of `GET /api/v1/nodes?limit=N`.
-#[derive(Deserialize)]
-pub(crate) struct NodeList {
-    #[serde(default)]
-    pub metadata: Meta,
-    #[serde(default)]
-    pub items: Vec<RawNode>,
-}
-
-/// The `object` of an ERROR watch event: a Status.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub(crate) struct StatusObject {
-    pub code: u16,
-    pub message: String,
-}
-
-/// One line of a watch stream.
-#[derive(Debug, PartialEq)]
-pub enum WatchEvent {
-    /// ADDED or MODIFIED: the Node as it now is.
-    Applied(NodeInfo, String),
-    Deleted(NodeInfo, String),
-    /// Only a newer resourceVersion to resume from.
-    Bookmark(String),
-    /// ERROR: a Status (410: the resourceVersion is too old, re-list).
-    Error {
-        code: u16,
-        message: String,
-    },
-}
-
-/// Decodes one watch event; unknown types and broken objects are errors. Two passes over
-/// the line (the type, then the object as what the type says), so no generic JSON tree of
-/// the object is ever built.
-pub fn decode_event(line: &[u8]) -> Result<WatchEvent, String> {
-    #[derive(Deserialize)]
-    struct Kind {
-        #[serde(rename = "type")]
-        kind: String,
-        #[serde(rename = "object")]
-        _object: serde::de::IgnoredAny,
-    }
-    #[derive(Deserialize)]
-    struct Object<T> {
-        object: T,
-    }
-    let kind = serde_json::from_slice::<Kind>(line)
-        .map_err(|e| format!("watch event: {e}"))?
-        .kind;
-    let node = || {
-        serde_json::from_slice::<Object<RawNode>>(line)
-            .map(|o| o.object)
-            .map_err(|e| format!("watch event {kind}: {e}"))
-    };
-    let named = || {
-        let n = node()?;
-        if n.metadata.name.is_empty() {
-            return Err(format!("watch event {kind}: a Node without metadata.name"));
-        }
-        Ok(n)
-    };
-    match kind.as_str() {
-        "ADDED" | "MODIFIED" => {
-            let n = named()?;
-            let rv = n.metadata.resource_version.clone();
-            Ok(WatchEvent::Applied(n.info(), rv))
-        }
-        "DELETED" => {
-            let n = named()?;
-            let rv = n.metadata.resource_version.clone();
-            Ok(WatchEvent::Deleted(n.info(), rv))
-        }
-        "BOOKMARK" => Ok(WatchEvent::Bookmark(node()?.metadata.resource_version)),
-        "ERROR" => {
-            let s = serde_json::from_slice::<Object<StatusObject>>(line)
-                .map_err(|e| format!("watch ERROR event: {e}"))?
-                .object;
-            Ok(WatchEvent::Error {
-                code: s.code,
-                message: s.message,
-            })
-        }
-        other => Err(format!("watch event of unknown type {other:?}")),
-    }
-}
-
 /// The node's pod ranges in API order: empty while the node has none yet, else one or
 /// (dual-stack) two networks of different families. The Node is read as the watch reads
 /// it ([`RawNode`]).
@@ -254,6 +165,7 @@ pub fn from_node_json(body: &[u8]) -> Result<Vec<IpNetwork>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::collection::{Nodes, WatchEvent, decode_event};
 
     #[test]
     fn keeps_name_ranges_and_internal_ips_only() {
@@ -263,7 +175,7 @@ mod tests {
             {"type":"Hostname","address":"n1"},{"type":"InternalIP","address":"192.168.0.2"},
             {"type":"ExternalIP","address":"203.0.113.9"},{"type":"InternalIP","address":"fd0::2"}],
             "images":[{"names":["x"],"sizeBytes":1}]}}}"#;
-        let WatchEvent::Applied(info, rv) = decode_event(line).unwrap() else {
+        let WatchEvent::Applied(info, rv) = decode_event::<Nodes>(line).unwrap() else {
             panic!("not applied")
         };
         assert_eq!(rv, "7");
@@ -332,7 +244,7 @@ mod tests {
         ] {
             let node = format!(r#"{{"metadata":{{"name":"n"}},"spec":{spec}}}"#);
             let line = format!(r#"{{"type":"ADDED","object":{node}}}"#);
-            let Ok(WatchEvent::Applied(info, _)) = decode_event(line.as_bytes()) else {
+            let Ok(WatchEvent::Applied(info, _)) = decode_event::<Nodes>(line.as_bytes()) else {
                 panic!("{spec}: not applied")
             };
             let want: Vec<IpNetwork> = want.iter().map(|c| c.parse().unwrap()).collect();
@@ -370,11 +282,11 @@ mod tests {
     #[test]
     fn bookmark_error_and_garbage() {
         assert_eq!(
-            decode_event(br#"{"type":"BOOKMARK","object":{"kind":"Node","metadata":{"resourceVersion":"99"}}}"#),
+            decode_event::<Nodes>(br#"{"type":"BOOKMARK","object":{"kind":"Node","metadata":{"resourceVersion":"99"}}}"#),
             Ok(WatchEvent::Bookmark("99".into()))
         );
         assert_eq!(
-            decode_event(br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version"}}"#),
+            decode_event::<Nodes>(br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version"}}"#),
             Ok(WatchEvent::Error {
                 code: 410,
                 message: "too old resource version".into()
@@ -387,7 +299,7 @@ mod tests {
             br#"{"type":"ADDED","object":[]}"#,
         ] {
             assert!(
-                decode_event(bad).is_err(),
+                decode_event::<Nodes>(bad).is_err(),
                 "{}",
                 String::from_utf8_lossy(bad)
             );

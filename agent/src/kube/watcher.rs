@@ -18,6 +18,9 @@
 //!   succeeds between two 410s does not.
 //!
 //! The API is never polled.
+//!
+//! The loop is the same for every collection ([`run_collection`]); where it puts what it
+//! reads is a [`Cache`]: [`Shared`] for the Nodes, the NetworkPolicy inbox for the rest.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,7 +31,8 @@ use hostnet::node::Drift;
 
 use crate::backoff::{Backoff, Jitter};
 use crate::kube::api::{ApiError, Client, ListFrom, Watch};
-use crate::kube::nodes::{NodeInfo, WatchEvent};
+use crate::kube::collection::{Collection, Nodes, WatchEvent};
+use crate::kube::nodes::NodeInfo;
 use crate::log;
 
 /// A cluster far beyond Kubernetes' tested 5,000 nodes; more is refused (and re-listed
@@ -185,6 +189,28 @@ impl Shared {
     }
 }
 
+/// Where a list + watch loop of `C` puts what it reads.
+pub trait Cache<C: Collection> {
+    /// A full list: the collection as it now is. Err: refused (a re-list after a backoff).
+    fn replace(&self, items: Vec<C::Object>) -> Result<(), String>;
+    /// One ADDED, MODIFIED or DELETED event. Err: the cache cannot follow (a re-list).
+    fn apply(&self, event: WatchEvent<C::Object>) -> Result<(), String>;
+}
+
+impl Cache<Nodes> for Shared {
+    fn replace(&self, nodes: Vec<NodeInfo>) -> Result<(), String> {
+        if nodes.len() > MAX_NODES {
+            return Err(format!("the node list has more than {MAX_NODES} nodes"));
+        }
+        Shared::replace(self, nodes);
+        Ok(())
+    }
+
+    fn apply(&self, event: WatchEvent) -> Result<(), String> {
+        Shared::apply(self, event)
+    }
+}
+
 /// Time as the watch loop sees it: real for the agent; tests pass a clock that moves only
 /// in their pauses, to count requests against the delays taken.
 pub trait Pace {
@@ -213,6 +239,18 @@ pub fn run(client: &Client, shared: &Shared, api_errors: &AtomicU64) {
 
 /// [`run`] with the pauses and the clock of `pace`.
 pub fn run_paced(client: &Client, shared: &Shared, api_errors: &AtomicU64, pace: &mut dyn Pace) {
+    run_collection::<Nodes>(client, shared, shared, api_errors, pace);
+}
+
+/// Keeps `cache` in step with the API server's collection `C` until `shared` is asked
+/// to stop, with the pauses and the clock of `pace`.
+pub fn run_collection<C: Collection>(
+    client: &Client,
+    shared: &Shared,
+    cache: &dyn Cache<C>,
+    api_errors: &AtomicU64,
+    pace: &mut dyn Pace,
+) {
     let mut backoff = Backoff::new(MAX_BACKOFF);
     let mut jitter = Jitter::seeded();
     let mut from = ListFrom::Cache;
@@ -226,7 +264,7 @@ pub fn run_paced(client: &Client, shared: &Shared, api_errors: &AtomicU64, pace:
         }
         wait = true;
         if !listed {
-            match list(client, shared, &from) {
+            match list(client, cache, &from) {
                 Ok(v) => {
                     rv = v;
                     listed = true;
@@ -243,11 +281,11 @@ pub fn run_paced(client: &Client, shared: &Shared, api_errors: &AtomicU64, pace:
         }
         let (lo, hi) = WATCH_SECONDS;
         let seconds = lo + (jitter.unit() * (hi - lo + 1) as f64) as u64;
-        let end = match client.watch(&rv, seconds) {
+        let end = match client.watch_of::<C>(&rv, seconds) {
             Ok(mut watch) => {
                 let opened = pace.now();
                 let mut events = 0u64;
-                let end = follow(&mut watch, shared, &mut rv, &mut events);
+                let end = follow(&mut watch, shared, cache, &mut rv, &mut events);
                 // Opened, and an event or a second: the server is serving watches again.
                 if events > 0 || pace.now().duration_since(opened) >= SHORT_WATCH {
                     backoff.reset();
@@ -282,17 +320,17 @@ pub fn run_paced(client: &Client, shared: &Shared, api_errors: &AtomicU64, pace:
     }
 }
 
-/// Why a list failed: the API's answer, or a cluster beyond `MAX_NODES`.
+/// Why a list failed: the API's answer, or the cache refused it (beyond its bound).
 enum ListError {
     Api(ApiError),
-    TooMany,
+    Refused(String),
 }
 
 impl ListError {
     fn api(&self) -> Option<&ApiError> {
         match self {
             ListError::Api(e) => Some(e),
-            ListError::TooMany => None,
+            ListError::Refused(_) => None,
         }
     }
 }
@@ -301,7 +339,7 @@ impl std::fmt::Display for ListError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ListError::Api(e) => e.fmt(f),
-            ListError::TooMany => write!(f, "the node list has more than {MAX_NODES} nodes"),
+            ListError::Refused(why) => f.write_str(why),
         }
     }
 }
@@ -322,13 +360,14 @@ fn cache_cannot_answer(e: &ApiError) -> bool {
     }
 }
 
-/// Lists every Node into the cache; the list's resourceVersion.
-fn list(client: &Client, shared: &Shared, from: &ListFrom) -> Result<String, ListError> {
-    let listing = client.list(from).map_err(ListError::Api)?;
-    if listing.nodes.len() > MAX_NODES {
-        return Err(ListError::TooMany);
-    }
-    shared.replace(listing.nodes);
+/// Lists the whole collection into the cache; the list's resourceVersion.
+fn list<C: Collection>(
+    client: &Client,
+    cache: &dyn Cache<C>,
+    from: &ListFrom,
+) -> Result<String, ListError> {
+    let listing = client.list_of::<C>(from).map_err(ListError::Api)?;
+    cache.replace(listing.items).map_err(ListError::Refused)?;
     Ok(listing.resource_version)
 }
 
@@ -361,7 +400,13 @@ fn end_of(e: ApiError) -> WatchEnd {
 }
 
 /// Applies `watch`'s events (counted in `events`) until it ends.
-fn follow(watch: &mut Watch, shared: &Shared, rv: &mut String, events: &mut u64) -> WatchEnd {
+fn follow<C: Collection>(
+    watch: &mut Watch<C>,
+    shared: &Shared,
+    cache: &dyn Cache<C>,
+    rv: &mut String,
+    events: &mut u64,
+) -> WatchEnd {
     loop {
         if shared.stopped().is_some() {
             return WatchEnd::Stopped;
@@ -385,7 +430,7 @@ fn follow(watch: &mut Watch, shared: &Shared, rv: &mut String, events: &mut u64)
             }
             _ => {}
         }
-        if let Err(msg) = shared.apply(event) {
+        if let Err(msg) = cache.apply(event) {
             return WatchEnd::Failed { msg, relist: true };
         }
         *events += 1;

@@ -13,6 +13,12 @@
 //! resourceVersion and no limit, is served as the watch cache does: every Node in one
 //! page, `limit` ignored. `set_watch_mode` makes every watch end at once, or answer 410, or go silent;
 //! `restart` closes everything and listens again after a pause, with a fresh history.
+//!
+//! Pods, Namespaces and NetworkPolicies (what the agent's NetworkPolicy enforcement
+//! watches) are served alike, cluster-wide (`/api/v1/pods`, `/api/v1/namespaces`,
+//! `/apis/networking.k8s.io/v1/networkpolicies`: list and watch, one resourceVersion
+//! sequence for all kinds, as etcd's); tests put and delete them as JSON objects.
+//! [`Counts`]' lists and watches are the Nodes' only.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -71,6 +77,63 @@ pub enum WatchMode {
     Silent,
 }
 
+/// A kind the stub holds as plain objects (beside its Nodes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ObjectKind {
+    Pod,
+    Namespace,
+    NetworkPolicy,
+}
+
+impl ObjectKind {
+    pub const ALL: [ObjectKind; 3] = [
+        ObjectKind::Pod,
+        ObjectKind::Namespace,
+        ObjectKind::NetworkPolicy,
+    ];
+
+    /// The collection's path, cluster-wide.
+    pub fn path(self) -> &'static str {
+        match self {
+            ObjectKind::Pod => "/api/v1/pods",
+            ObjectKind::Namespace => "/api/v1/namespaces",
+            ObjectKind::NetworkPolicy => "/apis/networking.k8s.io/v1/networkpolicies",
+        }
+    }
+
+    fn kind(self) -> &'static str {
+        match self {
+            ObjectKind::Pod => "Pod",
+            ObjectKind::Namespace => "Namespace",
+            ObjectKind::NetworkPolicy => "NetworkPolicy",
+        }
+    }
+
+    fn api_version(self) -> &'static str {
+        match self {
+            ObjectKind::NetworkPolicy => "networking.k8s.io/v1",
+            _ => "v1",
+        }
+    }
+}
+
+/// What a request's path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resource {
+    Nodes,
+    Objects(ObjectKind),
+}
+
+fn resource_of(route: &str) -> Option<Resource> {
+    if route == "/api/v1/nodes" {
+        return Some(Resource::Nodes);
+    }
+    ObjectKind::ALL
+        .into_iter()
+        .find(|k| k.path() == route)
+        .map(Resource::Objects)
+}
+
 /// One Node of the cluster: ranges and InternalIPs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StubNode {
@@ -82,9 +145,12 @@ pub struct StubNode {
 struct Cluster {
     /// Every node but "the" node (that one is `Behaviour`).
     others: BTreeMap<String, StubNode>,
+    /// Pods, Namespaces, NetworkPolicies by kind and `namespace/name`, with their
+    /// resourceVersion set.
+    objects: BTreeMap<(ObjectKind, String), Value>,
     rv: u64,
-    /// (resourceVersion, event line) since `oldest`.
-    history: Vec<(u64, String)>,
+    /// (resourceVersion, what it is of, event line) since `oldest`.
+    history: Vec<(u64, Resource, String)>,
     /// A watch from before this resourceVersion gets 410.
     oldest: u64,
     /// Bumped to end every open watch: with a 410 ERROR event (expire) or without a word.
@@ -255,7 +321,7 @@ impl ApiServer {
             c.rv += 1;
             let rv = c.rv;
             let line = event("MODIFIED", &node_object(&w.node, &b, rv));
-            c.history.push((rv, line));
+            c.history.push((rv, Resource::Nodes, line));
             w.changed.notify_all();
         }
     }
@@ -277,7 +343,7 @@ impl ApiServer {
         let rv = c.rv;
         let line = event(kind, &stub_object(name, &node, rv));
         c.others.insert(name.to_string(), node);
-        c.history.push((rv, line));
+        c.history.push((rv, Resource::Nodes, line));
         w.changed.notify_all();
     }
 
@@ -297,7 +363,7 @@ impl ApiServer {
             c.rv += 1;
             let rv = c.rv;
             let line = event("DELETED", &stub_object(name, &node, rv));
-            c.history.push((rv, line));
+            c.history.push((rv, Resource::Nodes, line));
             w.changed.notify_all();
         }
     }
@@ -310,6 +376,53 @@ impl ApiServer {
         c.rv += 1;
         c.oldest = c.rv;
         c.history.clear();
+    }
+
+    /// Adds or replaces an object of `kind` (named by its metadata.name, and
+    /// metadata.namespace but for a Namespace); watchers see ADDED or MODIFIED.
+    pub fn put_object(&self, kind: ObjectKind, object: Value) {
+        let w = &self.world;
+        let mut c = w.cluster.lock().unwrap();
+        c.rv += 1;
+        let rv = c.rv;
+        let (key, object) = stamped(kind, object, rv);
+        let verb = if c.objects.contains_key(&(kind, key.clone())) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        let line = event(verb, &object);
+        c.objects.insert((kind, key), object);
+        c.history.push((rv, Resource::Objects(kind), line));
+        w.changed.notify_all();
+    }
+
+    /// Many objects at once, with no events (as if there before any watch).
+    pub fn put_objects_quietly(&self, kind: ObjectKind, objects: impl IntoIterator<Item = Value>) {
+        let mut c = self.world.cluster.lock().unwrap();
+        c.rv += 1;
+        let rv = c.rv;
+        for object in objects {
+            let (key, object) = stamped(kind, object, rv);
+            c.objects.insert((kind, key), object);
+        }
+        c.oldest = c.rv;
+        c.history.clear();
+    }
+
+    /// Removes an object (`namespace` "" for a Namespace); watchers see DELETED.
+    pub fn delete_object(&self, kind: ObjectKind, namespace: &str, name: &str) {
+        let w = &self.world;
+        let mut c = w.cluster.lock().unwrap();
+        let key = object_key(kind, namespace, name);
+        if let Some(mut object) = c.objects.remove(&(kind, key)) {
+            c.rv += 1;
+            let rv = c.rv;
+            object["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let line = event("DELETED", &object);
+            c.history.push((rv, Resource::Objects(kind), line));
+            w.changed.notify_all();
+        }
     }
 
     /// Compacts the history: every open watch gets a 410 ERROR event and ends; a watch
@@ -335,7 +448,7 @@ impl ApiServer {
         let mut c = self.world.cluster.lock().unwrap();
         c.rv += 1;
         let rv = c.rv;
-        c.history.push((rv, line));
+        c.history.push((rv, Resource::Nodes, line));
         self.world.changed.notify_all();
     }
 
@@ -410,6 +523,28 @@ impl Drop for ApiServer {
             let _ = t.join();
         }
     }
+}
+
+fn object_key(kind: ObjectKind, namespace: &str, name: &str) -> String {
+    match kind {
+        ObjectKind::Namespace => name.to_string(),
+        _ => format!("{namespace}/{name}"),
+    }
+}
+
+/// `object` with its kind, apiVersion, resourceVersion and a uid; and its key.
+fn stamped(kind: ObjectKind, mut object: Value, rv: u64) -> (String, Value) {
+    let meta = &object["metadata"];
+    let name = meta["name"].as_str().unwrap_or_default().to_string();
+    let namespace = meta["namespace"].as_str().unwrap_or_default().to_string();
+    let key = object_key(kind, &namespace, &name);
+    object["kind"] = json!(kind.kind());
+    object["apiVersion"] = json!(kind.api_version());
+    object["metadata"]["resourceVersion"] = json!(rv.to_string());
+    if object["metadata"]["uid"].is_null() {
+        object["metadata"]["uid"] = json!(format!("uid-{}-{key}", kind.kind()));
+    }
+    (key, object)
 }
 
 fn event(kind: &str, object: &Value) -> String {
@@ -489,13 +624,14 @@ impl World {
             let mut parts = request_line.split_whitespace();
             let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
             let q = query(path);
-            if self.authorized(authorization.as_deref())
+            let watched = resource_of(path.split('?').next().unwrap_or(""));
+            if let Some(res) = watched
+                && self.authorized(authorization.as_deref())
                 && method == "GET"
-                && path.starts_with("/api/v1/nodes?")
                 && q.get("watch").is_some_and(|v| v == "1" || v == "true")
                 && !self.behaviour.lock().unwrap().forbidden
             {
-                if !self.watch(stream, &q)? {
+                if !self.watch(stream, &q, res)? {
                     return Ok(()); // dropped without a word
                 }
             } else {
@@ -527,7 +663,8 @@ impl World {
         let b = self.behaviour.lock().unwrap().clone();
         let route = path.split('?').next().unwrap_or("");
         let name = route.strip_prefix("/api/v1/nodes/");
-        if name.is_none() && route != "/api/v1/nodes" {
+        let res = resource_of(route);
+        if name.is_none() && res.is_none() {
             return (
                 404,
                 status_object(
@@ -538,18 +675,24 @@ impl World {
             );
         }
         if b.forbidden {
+            let plural = route.rsplit('/').next().unwrap_or_default();
             let (what, verb) = match name {
                 Some(n) => (format!("nodes \"{n}\""), "get"),
-                None => ("nodes".to_string(), "list"),
+                None => (plural.to_string(), "list"),
+            };
+            let group = if plural == "networkpolicies" {
+                "networking.k8s.io"
+            } else {
+                ""
             };
             let msg = format!(
                 "{what} is forbidden: User \"system:serviceaccount:kube-system:cni-rs\" \
-                 cannot {verb} resource \"nodes\" in API group \"\" at the cluster scope"
+                 cannot {verb} resource \"{plural}\" in API group \"{group}\" at the cluster scope"
             );
             return (403, status_object(403, "Forbidden", &msg));
         }
         let Some(name) = name else {
-            return self.list(q);
+            return self.list(q, res.unwrap_or(Resource::Nodes));
         };
         self.counts.lock().unwrap().gets += 1;
         if method != "GET" || name != self.node {
@@ -562,8 +705,8 @@ impl World {
         (200, node_object(&self.node, &b, rv))
     }
 
-    fn list(&self, q: &BTreeMap<String, String>) -> (u16, Value) {
-        {
+    fn list(&self, q: &BTreeMap<String, String>, res: Resource) -> (u16, Value) {
+        if res == Resource::Nodes {
             let mut counts = self.counts.lock().unwrap();
             counts.lists += 1;
             counts.list_rvs.push(q.get("resourceVersion").cloned());
@@ -597,8 +740,21 @@ impl World {
             .and_then(|t| t.split_once(':'))
             .and_then(|(i, _)| i.parse::<usize>().ok())
             .unwrap_or(0);
-        let mut all: Vec<Value> = vec![node_object(&self.node, &b, c.rv)];
-        all.extend(c.others.iter().map(|(n, s)| stub_object(n, s, c.rv)));
+        let all: Vec<Value> = match res {
+            Resource::Nodes => std::iter::once(node_object(&self.node, &b, c.rv))
+                .chain(c.others.iter().map(|(n, s)| stub_object(n, s, c.rv)))
+                .collect(),
+            Resource::Objects(kind) => c
+                .objects
+                .range((kind, String::new())..)
+                .take_while(|((k, _), _)| *k == kind)
+                .map(|(_, o)| o.clone())
+                .collect(),
+        };
+        let (list_kind, api_version) = match res {
+            Resource::Nodes => ("NodeList".to_string(), "v1"),
+            Resource::Objects(k) => (format!("{}List", k.kind()), k.api_version()),
+        };
         let end = (from + limit).min(all.len());
         let items: Vec<Value> = all[from.min(end)..end].to_vec();
         let mut meta = json!({ "resourceVersion": c.rv.to_string() });
@@ -607,19 +763,26 @@ impl World {
         }
         (
             200,
-            json!({ "kind": "NodeList", "apiVersion": "v1", "metadata": meta, "items": items }),
+            json!({ "kind": list_kind, "apiVersion": api_version, "metadata": meta, "items": items }),
         )
     }
 
     /// Streams events after `resourceVersion` (chunked) until the client's timeoutSeconds,
     /// an expiry (410 ERROR event), a drop or the server's end; false: dropped, the
     /// connection is to be closed without a word.
-    fn watch(&self, stream: &mut Tls, q: &BTreeMap<String, String>) -> std::io::Result<bool> {
+    fn watch(
+        &self,
+        stream: &mut Tls,
+        q: &BTreeMap<String, String>,
+        res: Resource,
+    ) -> std::io::Result<bool> {
         {
             let mut counts = self.counts.lock().unwrap();
             counts.requests += 1;
-            counts.watches += 1;
-            counts.watch_queries.push(q.clone());
+            if res == Resource::Nodes {
+                counts.watches += 1;
+                counts.watch_queries.push(q.clone());
+            }
         }
         let timeout = q
             .get("timeoutSeconds")
@@ -683,8 +846,12 @@ impl World {
                 chunk(stream, &gone())?;
                 return end_chunks(stream);
             }
-            let pending: Vec<(u64, String)> =
-                c.history.iter().filter(|(r, _)| *r > rv).cloned().collect();
+            let pending: Vec<(u64, String)> = c
+                .history
+                .iter()
+                .filter(|(r, of, _)| *r > rv && *of == res)
+                .map(|(r, _, line)| (*r, line.clone()))
+                .collect();
             if pending.is_empty() {
                 c = self
                     .changed
