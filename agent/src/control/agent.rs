@@ -28,6 +28,7 @@ use crate::kube::nodes::NodeInfo;
 use crate::kube::podcidr::show;
 use crate::kube::watcher::{self, Shared, Wake};
 use crate::log;
+use crate::policy::inbox::Inbox;
 use crate::reconcile::{self, Applied, Overlay};
 use crate::serve::{self, Metrics};
 
@@ -128,17 +129,20 @@ pub fn run(
     }
     metrics.count_requests(client.requests());
     let client = Arc::new(client);
+    let mut inbox = None;
     if let Some(policy) = policy {
-        crate::policy::enforce::start(
-            &installer.node,
-            Vec::new(),
-            client.clone(),
-            shared.clone(),
-            policy,
-            metrics.clone(),
-            args.interval(),
-        )
-        .map_err(|e| RunError::Setup(format!("starting NetworkPolicy: {e}")))?;
+        inbox = Some(
+            crate::policy::enforce::start(
+                &installer.node,
+                Vec::new(),
+                client.clone(),
+                shared.clone(),
+                policy,
+                metrics.clone(),
+                args.interval(),
+            )
+            .map_err(|e| RunError::Setup(format!("starting NetworkPolicy: {e}")))?,
+        );
     }
     {
         let (shared, metrics) = (shared.clone(), metrics.clone());
@@ -181,7 +185,7 @@ pub fn run(
         retry_at: None,
     };
     // Ended (its thread joined) when the loop returns.
-    let _watch = agent.net.and_then(|net| watch_kernel(net, &shared));
+    let _watch = agent.net.and_then(|net| watch_kernel(net, &shared, inbox));
     // The binaries do not wait for the API server.
     agent.put_binaries();
     // The last time the kernel was asked afresh (the first pass always asks).
@@ -218,9 +222,21 @@ pub fn run(
 
 /// Starts the kernel's change notifications for `net`, which wake the loop through
 /// `shared`; None (logged) where the kernel cannot tell: drift then waits for --interval.
-fn watch_kernel(net: &dyn NodeNet, shared: &Arc<Shared>) -> Option<Watch> {
+fn watch_kernel(
+    net: &dyn NodeNet,
+    shared: &Arc<Shared>,
+    inbox: Option<Arc<Inbox>>,
+) -> Option<Watch> {
     let notified = shared.clone();
-    match net.watch(Box::new(move |drift| notified.kernel_changed(drift))) {
+    let notify = move |drift: hostnet::node::Drift| {
+        if let Some(inbox) = &inbox
+            && (drift.policy || drift.lost)
+        {
+            inbox.kernel_changed();
+        }
+        notified.kernel_changed(drift);
+    };
+    match net.watch(Box::new(notify)) {
         Ok(watch) => Some(watch),
         Err(e) => {
             log(&format!(

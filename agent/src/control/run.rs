@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hostnet::node::{NodeNet, NodeNetError, PolicyNet};
+use hostnet::node::{HostNodeNet, NodeNet, NodeNetError, PolicyNet};
 
 use crate::backoff::Backoff;
 use crate::config::Args;
@@ -104,9 +104,11 @@ pub fn daemon(args: &Args, stop: Stop) -> Result<(), RunError> {
         args.bin_dir.display(),
         installer.conf_path().display(),
     ));
-    // Its own sockets: the NetworkPolicy loop runs beside the reconcile loop.
-    let policy = policy_net(args, net.is_some());
-    let net = net.as_ref().map(|n| n as &dyn NodeNet);
+    // One kernel for both loops: its change notifications then tell the NetworkPolicy
+    // loop's own transactions (its socket's port id) from someone else's.
+    let net = net.map(Arc::new);
+    let policy = net.as_ref().and_then(|n| policy_net(args, n));
+    let net = net.as_deref().map(|n| n as &dyn NodeNet);
     agent::run(
         args,
         &installer,
@@ -121,13 +123,12 @@ pub fn daemon(args: &Args, stop: Stop) -> Result<(), RunError> {
 /// The kernel's NetworkPolicy side for the agent: None with --files-only (the kernel is
 /// not the agent's), without a kernel, or with --network-policy=false (then our table is
 /// removed, so a policy once enforced is not left behind half-true).
-fn policy_net(args: &Args, kernel: bool) -> Option<Box<dyn PolicyNet + Send>> {
-    if args.files_only || !kernel {
+fn policy_net(args: &Args, net: &Arc<HostNodeNet>) -> Option<Box<dyn PolicyNet + Send>> {
+    if args.files_only {
         return None;
     }
-    let net = hostnet::node::HostNodeNet::current().ok()?;
     if args.network_policy {
-        return Some(Box::new(net));
+        return Some(Box::new(net.clone()));
     }
     if let Err(e) = net.remove_policy() {
         log(&format!("warning: removing the NetworkPolicy table: {e}"));

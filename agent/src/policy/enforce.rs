@@ -60,7 +60,7 @@ pub fn run(
         let due = checked + interval;
         let wake = e.retry_at.map_or(due, |t| t.min(due));
         let batch = inbox.take(wake.saturating_duration_since(Instant::now()));
-        let recheck = Instant::now() >= due;
+        let recheck = batch.recheck || Instant::now() >= due;
         if recheck {
             checked = Instant::now();
         }
@@ -280,7 +280,7 @@ fn size(c: &Changes) -> usize {
 }
 
 /// Starts the three watches and the loop on their own threads (detached: the process
-/// ends with the agent's main loop).
+/// ends with the agent's main loop); the inbox, for the kernel's notifications.
 pub fn start(
     node: &str,
     local: Vec<IpAddr>,
@@ -289,7 +289,7 @@ pub fn start(
     net: Box<dyn PolicyNet + Send>,
     metrics: Arc<crate::serve::Metrics>,
     interval: Duration,
-) -> std::io::Result<()> {
+) -> std::io::Result<Arc<Inbox>> {
     use crate::kube::collection::{Namespaces, NetworkPolicies, Pods};
     use crate::kube::watcher::{RealTime, run_collection};
     let inbox = Arc::new(Inbox::default());
@@ -318,8 +318,9 @@ pub fn start(
     watch!(NetworkPolicies, "watch-policies");
     watch!(Pods, "watch-pods");
     let node = node.to_string();
+    let loop_inbox = inbox.clone();
     std::thread::Builder::new()
         .name("netpol".into())
-        .spawn(move || run(&node, local, &inbox, &*net, &metrics.policy, interval))?;
-    Ok(())
+        .spawn(move || run(&node, local, &loop_inbox, &*net, &metrics.policy, interval))?;
+    Ok(inbox)
 }

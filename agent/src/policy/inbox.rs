@@ -105,6 +105,8 @@ pub struct Changes {
     pub since: Option<Instant>,
     /// Something changed since the loop last took (a first list, even an empty one).
     dirty: bool,
+    /// Someone else changed our table in the kernel: compare it with the program.
+    recheck: bool,
 }
 
 impl Changes {
@@ -120,6 +122,7 @@ impl Changes {
             policies: Kind::new(MAX_POLICIES),
             since: None,
             dirty: false,
+            recheck: false,
         }
     }
 }
@@ -145,6 +148,8 @@ pub struct Batch {
     pub policies: HashMap<Key, Option<NetworkPolicy>>,
     pub synced: bool,
     pub since: Option<Instant>,
+    /// The kernel told of someone else's change to our table.
+    pub recheck: bool,
     /// Objects the API holds, per kind (pods, namespaces, policies).
     pub counts: (usize, usize, usize),
 }
@@ -185,6 +190,7 @@ impl Inbox {
                 policies: HashMap::new(),
                 synced: false,
                 since: None,
+                recheck: false,
                 counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
             };
         }
@@ -194,8 +200,18 @@ impl Inbox {
             policies: std::mem::take(&mut s.policies.pending),
             synced: s.synced(),
             since: s.since.take(),
+            recheck: std::mem::take(&mut s.recheck),
             counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
         }
+    }
+
+    /// The kernel's notification that someone else changed our table (or that
+    /// notifications were lost): the loop compares the table with the program at once.
+    pub fn kernel_changed(&self) {
+        let mut s = self.lock();
+        s.recheck = true;
+        s.dirty = true;
+        self.changed.notify_all();
     }
 
     /// Runs `f` on the state and wakes the loop if it says something changed.

@@ -18,6 +18,8 @@ pub struct Drift {
     pub overlay: bool,
     /// Our `inet cni-rs` table or an iptables-nft `filter FORWARD` chain.
     pub firewall: bool,
+    /// Our NetworkPolicy table `inet cni-rs-netpol`.
+    pub policy: bool,
     /// Notifications were lost (the socket overran): anything may have changed.
     pub lost: bool,
 }
@@ -28,6 +30,7 @@ impl Drift {
         routes: true,
         overlay: true,
         firewall: true,
+        policy: true,
         lost: true,
     };
 
@@ -40,6 +43,7 @@ impl Drift {
             routes: self.routes || other.routes,
             overlay: self.overlay || other.overlay,
             firewall: self.firewall || other.firewall,
+            policy: self.policy || other.policy,
             lost: self.lost || other.lost,
         }
     }

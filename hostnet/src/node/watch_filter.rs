@@ -184,8 +184,8 @@ fn link_changed(filter: &mut Filter, ty: u16, index: u32, flags: u32, port: bool
     }
 }
 
-/// What a netfilter datagram says of our table or an iptables-nft `filter FORWARD` chain
-/// (where our accepts are).
+/// What a netfilter datagram says of our tables (the node's, NetworkPolicy's) or an
+/// iptables-nft `filter FORWARD` chain (where our accepts are).
 pub(super) fn nft_drift(datagram: &[u8], filter: &Filter) -> Drift {
     let mut d = Drift::default();
     for (ty, pid, body) in messages(datagram) {
@@ -219,6 +219,9 @@ pub(super) fn nft_drift(datagram: &[u8], filter: &Filter) -> Drift {
             && (chain.is_empty() || chain == IPTABLES_FORWARD.as_bytes());
         if ours || forward {
             d.firewall = true;
+        }
+        if family == NFPROTO_INET && table == netpol::program::TABLE.as_bytes() {
+            d.policy = true;
         }
     }
     d

@@ -77,18 +77,21 @@ const ROUTES: Drift = Drift {
     routes: true,
     overlay: true,
     firewall: false,
+    policy: false,
     lost: false,
 };
 const OVERLAY: Drift = Drift {
     routes: false,
     overlay: true,
     firewall: false,
+    policy: false,
     lost: false,
 };
 const FIREWALL: Drift = Drift {
     routes: false,
     overlay: false,
     firewall: true,
+    policy: false,
     lost: false,
 };
 
@@ -228,6 +231,15 @@ fn our_table_and_iptables_forward_count_and_nothing_else() {
         nft_drift(&nft(NFT_MSG_NEWGEN, 99, inet, TABLE, None), &f),
         none
     );
+    // The NetworkPolicy table: someone else's change, not our own.
+    let policy = Drift {
+        policy: true,
+        ..Drift::default()
+    };
+    let netpol = netpol::program::TABLE;
+    assert_eq!(nft_drift(&nft(2, 99, inet, netpol, None), &f), policy);
+    assert_eq!(nft_drift(&nft(2, OURS, inet, netpol, None), &f), none);
+    assert_eq!(nft_drift(&nft(2, 99, NFPROTO_IPV4, netpol, None), &f), none);
     // Someone else's table, or a table of that name in another family.
     assert_eq!(nft_drift(&nft(2, 99, inet, "firewalld", None), &f), none);
     assert_eq!(nft_drift(&nft(2, 99, NFPROTO_IPV4, TABLE, None), &f), none);

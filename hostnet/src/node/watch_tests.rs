@@ -36,12 +36,14 @@ const ROUTES: Drift = Drift {
     routes: true,
     overlay: true,
     firewall: false,
+    policy: false,
     lost: false,
 };
 const OVERLAY: Drift = Drift {
     routes: false,
     overlay: true,
     firewall: false,
+    policy: false,
     lost: false,
 };
 
