@@ -34,8 +34,6 @@ const FIB_RESULT_ADDRTYPE: u32 = 3;
 const FIB_F_DADDR: u32 = 2;
 /// `RTN_LOCAL`, as fib's address type lands in the register (host byte order).
 pub const RTN_LOCAL: u32 = 2;
-/// `NFT_RANGE_EQ`.
-const RANGE_EQ: u32 = 0;
 /// `NFTA_MASQ_FLAGS` and its `NF_NAT_RANGE_PROTO_RANDOM_FULLY`.
 const MASQ_FLAGS: u16 = 1;
 const NAT_RANDOM_FULLY: u32 = 1 << 4;
@@ -44,6 +42,8 @@ const NAT_RANDOM_FULLY: u32 = 1 << 4;
 pub enum CmpOp {
     Eq = 0,
     Neq = 1,
+    Lte = 3,
+    Gte = 5,
 }
 
 /// One expression of a rule.
@@ -92,8 +92,6 @@ pub enum Expr {
     CtState,
     /// `lookup reg 1 set NAME dreg 0`: a verdict map.
     Vmap { set: String, set_id: u32 },
-    /// `range eq reg 1 FROM TO` (inclusive).
-    Range(Vec<u8>, Vec<u8>),
 }
 
 /// The register nft loads the concatenation's part at `offset` bytes into: the
@@ -128,7 +126,6 @@ impl Expr {
             Expr::Payload { .. } => "payload",
             Expr::CtState => "ct",
             Expr::Vmap { .. } => "lookup",
-            Expr::Range(..) => "range",
         }
     }
 
@@ -196,11 +193,6 @@ impl Expr {
             Expr::Vmap { set, set_id } => {
                 a.str(1, set).u32(2, REG_1).u32(3, REG_VERDICT);
                 a.u32(4, *set_id);
-            }
-            Expr::Range(from, to) => {
-                a.u32(1, REG_1).u32(2, RANGE_EQ);
-                data(a, 3, from);
-                data(a, 4, to);
             }
         }
     }
@@ -282,6 +274,8 @@ fn decode(name: &str, a: &[(u16, &[u8])]) -> Option<Expr> {
             let op = match u(2)? {
                 0 => CmpOp::Eq,
                 1 => CmpOp::Neq,
+                3 => CmpOp::Lte,
+                5 => CmpOp::Gte,
                 _ => return None,
             };
             Expr::Cmp(op, value(3)?)
@@ -298,7 +292,6 @@ fn decode(name: &str, a: &[(u16, &[u8])]) -> Option<Expr> {
                 },
             }
         }
-        "range" if u(1)? == REG_1 && u(2)? == RANGE_EQ => Expr::Range(value(3)?, value(4)?),
         "ct" if u(1)? == REG_1 && u(2)? == CT_STATE && u(3).is_none() => Expr::CtState,
         "immediate" if u(1)? == REG_VERDICT => {
             let data = attr::find(a, 2)?;

@@ -199,6 +199,8 @@ pub trait NodeNet {
 }
 
 #[cfg(test)]
+mod conntrack_tests;
+#[cfg(test)]
 mod nexthop_tests;
 #[cfg(test)]
 mod overlay_tests;

@@ -107,7 +107,8 @@ impl Encoder<'_> {
                 self.out.push(Expr::Cmp(CmpOp::Neq, vec![0; 4]));
             }
             Match::NeighbourDiscovery => {
-                // `icmpv6 type 133-136`: nft's l4proto dependency, then one byte range.
+                // `icmpv6 type 133-136`: nft's l4proto dependency, then the type byte
+                // compared with both ends (as nft writes a range of one field).
                 self.family(Family::V6);
                 self.out.push(Expr::Meta {
                     key: META_L4PROTO,
@@ -120,8 +121,9 @@ impl Encoder<'_> {
                     len: 1,
                     dreg: REG_1,
                 });
-                let (from, to) = (*ND_TYPES.start(), *ND_TYPES.end());
-                self.out.push(Expr::Range(vec![from], vec![to]));
+                self.out
+                    .push(Expr::Cmp(CmpOp::Gte, vec![*ND_TYPES.start()]));
+                self.out.push(Expr::Cmp(CmpOp::Lte, vec![*ND_TYPES.end()]));
             }
             Match::AddrIn(field, set) => {
                 let f = match self.kind(set)? {
@@ -214,7 +216,8 @@ pub fn decode(exprs: &[Expr], kinds: &Kinds) -> Option<Rule> {
                 Expr::Meta { .. },
                 Expr::Cmp(CmpOp::Eq, _),
                 Expr::Payload { .. },
-                Expr::Range(..),
+                Expr::Cmp(CmpOp::Gte, _),
+                Expr::Cmp(CmpOp::Lte, _),
                 tail @ ..,
             ] => {
                 matches.push(Match::NeighbourDiscovery);
@@ -321,9 +324,10 @@ mod tests {
     }
 
     #[test]
-    fn neighbour_discovery_is_one_byte_range_of_icmpv6_types() {
-        // nft --debug=netlink for `icmpv6 type 133-136 accept` in an inet table, after
-        // our family check (an IPv4 packet of protocol 58 is no neighbour discovery).
+    fn neighbour_discovery_is_a_range_of_icmpv6_types() {
+        // nft --debug=netlink for `meta nfproto ipv6 icmpv6 type 133-136 accept` in an
+        // inet table (the family check: an IPv4 packet of protocol 58 is no neighbour
+        // discovery); nft lists it as `icmpv6 type 133-136 accept`.
         let rule = Rule {
             matches: vec![Match::NeighbourDiscovery],
             verdict: Verdict::Accept,
@@ -345,13 +349,14 @@ mod tests {
                     len: 1,
                     dreg: 1
                 },
-                Expr::Range(vec![133], vec![136]),
+                Expr::Cmp(CmpOp::Gte, vec![133]),
+                Expr::Cmp(CmpOp::Lte, vec![136]),
                 Expr::Accept,
             ]
         );
         assert_eq!(decode(&exprs, &Kinds::new()), Some(rule));
         let mut other = exprs.clone();
-        other[5] = Expr::Range(vec![128], vec![136]);
+        other[5] = Expr::Cmp(CmpOp::Gte, vec![128]);
         assert_eq!(decode(&other, &Kinds::new()), None, "not ours");
     }
 
