@@ -290,3 +290,46 @@ fn an_isolated_pod_still_resolves_its_ipv6_neighbours_across_the_bridge() {
     k.remove_policy().unwrap();
     assert!(resolves(p1, "fd50::12"), "and without policy it resolves");
 }
+
+#[test]
+#[ignore = "needs root"]
+fn bridge_netfilter_is_read_and_enabled_in_the_nodes_namespace_only() {
+    if !privileged("bridge_netfilter_is_read_and_enabled_in_the_nodes_namespace_only") {
+        return;
+    }
+    let knobs = ["bridge-nf-call-iptables", "bridge-nf-call-ip6tables"];
+    let read = |ns: Option<&Ns>| -> Vec<String> {
+        let get = || {
+            knobs
+                .iter()
+                .map(|k| std::fs::read_to_string(format!("/proc/sys/net/bridge/{k}")).unwrap())
+                .collect()
+        };
+        ns.map_or_else(get, |n| n.ns.run(get).unwrap())
+    };
+    // The machine's own values, only read (this test must not change them).
+    let machine = read(None);
+    let node = Ns::new();
+    let k = node.node();
+    node.ns
+        .run(|| {
+            for knob in knobs {
+                std::fs::write(format!("/proc/sys/net/bridge/{knob}"), "0").unwrap();
+            }
+        })
+        .unwrap();
+    let off = k.bridge_netfilter().unwrap();
+    assert_eq!(
+        off,
+        BridgeNf {
+            loaded: true,
+            call_iptables: false,
+            call_ip6tables: false
+        }
+    );
+    k.enable_bridge_netfilter().unwrap();
+    assert!(k.bridge_netfilter().unwrap().polices_bridged_traffic());
+    assert_eq!(read(Some(&node)), ["1\n", "1\n"]);
+    k.enable_bridge_netfilter().unwrap();
+    assert_eq!(read(None), machine, "the machine's namespace is untouched");
+}
