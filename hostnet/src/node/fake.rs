@@ -39,7 +39,7 @@ pub struct FakeState {
     pub netpol: Option<netpol::program::Program>,
     /// The node's conntrack entries, as a test seeds them (`fake_policy.rs`).
     pub conntrack: Vec<netpol::conntrack::CtEntry>,
-    /// br_netfilter and its sysctls (loaded, both off, at start).
+    /// br_netfilter and its sysctls (`new`: loaded, both off; `default`: not loaded).
     pub bridge_nf: super::BridgeNf,
     /// One line per change: `add 10.1.0.0/24 via 192.168.0.2`, `firewall`, ...
     pub log: Vec<String>,
