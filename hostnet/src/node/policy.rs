@@ -8,7 +8,11 @@
 //! established,related accept` comes first) until its conntrack entry goes: the agent
 //! lists the entries ([`PolicyNet::conntrack`]), asks `netpol::eval::denied` which the
 //! new program drops, and deletes only those ([`PolicyNet::forget_connections`]); the
-//! others keep their state (a Service connection its DNAT).
+//! others keep their state (a Service connection its DNAT). A TCP packet of the deleted
+//! connection from its far end (a retransmission, data pushed) is taken by conntrack for
+//! a new connection in that direction (`nf_conntrack_tcp_loose`, on by default) and
+//! judged so: where that direction is allowed (an ingress-only isolated server answering
+//! its client) the connection comes back.
 
 use netpol::conntrack::CtEntry;
 use netpol::diff::Changes;
