@@ -91,10 +91,19 @@ pub fn base_program() -> Program {
         (EGRESS_CHAIN, Hook::ForwardEgress, Field::Saddr, true),
         (INGRESS_CHAIN, Hook::ForwardIngress, Field::Daddr, false),
     ] {
-        let mut rules = vec![Rule {
-            matches: vec![Match::Established],
-            verdict: Verdict::Accept,
-        }];
+        // Neighbour discovery is untracked (no `established`), and with br_netfilter it
+        // crosses forward between two pods of the bridge: without it an isolated pod
+        // could not resolve its IPv6 neighbours.
+        let mut rules = vec![
+            Rule {
+                matches: vec![Match::Established],
+                verdict: Verdict::Accept,
+            },
+            Rule {
+                matches: vec![Match::NeighbourDiscovery],
+                verdict: Verdict::Accept,
+            },
+        ];
         for f in Family::BOTH {
             let map = dispatch_map(egress, f);
             let set = Set {

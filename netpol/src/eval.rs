@@ -8,13 +8,15 @@
 use std::net::IpAddr;
 
 use crate::addr::Family;
-use crate::program::{Elem, Field, Match, Program, SetKind, Verdict};
+use crate::conntrack::CtEntry;
+use crate::program::{Elem, Field, ICMPV6, Match, ND_TYPES, Program, SetKind, Verdict};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Packet {
     pub src: IpAddr,
     pub dst: IpAddr,
     pub proto: u8,
+    /// The destination port; for ICMP and ICMPv6 the message type.
     pub port: u16,
 }
 
@@ -51,6 +53,11 @@ impl Program {
         if !self.sees(p) {
             return Ok(true);
         }
+        self.forward(p)
+    }
+
+    /// The base chains' decision on a packet the forward hook sees.
+    fn forward(&self, p: &Packet) -> Result<bool, EvalError> {
         let mut bases: Vec<_> = self
             .chains
             .iter()
@@ -126,6 +133,11 @@ impl Program {
         let fam = Family::of(p.src);
         Ok(match m {
             Match::Established => false,
+            Match::NeighbourDiscovery => {
+                fam == Family::V6
+                    && p.proto == ICMPV6
+                    && u8::try_from(p.port).is_ok_and(|t| ND_TYPES.contains(&t))
+            }
             Match::AddrIn(field, name) => {
                 let set = self.set(name)?;
                 let a = addr(*field, p);
@@ -162,6 +174,28 @@ impl Program {
             }
         })
     }
+}
+
+/// The entries of `entries` whose connection `program` would not let in now: their first
+/// packet ([`CtEntry::first_packet`]: a Service connection as its backend sees it) meets
+/// a drop. Only connections through this node's forward hook to or from its isolated
+/// pods can (the dispatch maps hold no other address); those to or from the node itself
+/// never. A pod's connection to itself through its Service (hairpin) is forwarded, so it
+/// is judged too.
+pub fn denied(program: &Program, entries: &[CtEntry]) -> Result<Vec<CtEntry>, EvalError> {
+    let mut out = Vec::new();
+    for e in entries {
+        let p = e.first_packet();
+        let node = program.local.contains(&p.src) || program.local.contains(&p.dst);
+        let hairpin = p.src == p.dst && e.orig.dst != e.reply.src;
+        if node || (p.src == p.dst && !hairpin) {
+            continue;
+        }
+        if !program.forward(&p)? {
+            out.push(*e);
+        }
+    }
+    Ok(out)
 }
 
 fn addr(field: Field, p: &Packet) -> IpAddr {

@@ -12,6 +12,7 @@ pub mod addr;
 pub mod build;
 pub mod cluster;
 pub mod compile;
+pub mod conntrack;
 pub mod diff;
 pub mod engine;
 pub mod eval;

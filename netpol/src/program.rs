@@ -17,6 +17,11 @@ pub const TABLE: &str = "cni-rs-netpol";
 /// allow still meets the ingress check; a drop in either is final.
 pub const EGRESS_CHAIN: &str = "egress";
 pub const INGRESS_CHAIN: &str = "ingress";
+/// `IPPROTO_ICMPV6`.
+pub const ICMPV6: u8 = 58;
+/// The ICMPv6 types of neighbour discovery every base chain accepts: router solicitation
+/// (133), router advertisement (134), neighbour solicitation (135) and advertisement (136).
+pub const ND_TYPES: std::ops::RangeInclusive<u8> = 133..=136;
 
 /// The verdict map of local pods isolated for a direction: pod address -> selection chain.
 pub fn dispatch_map(dir_egress: bool, family: Family) -> String {
@@ -76,6 +81,9 @@ pub enum Field {
 pub enum Match {
     /// `ct state established,related`.
     Established,
+    /// `icmpv6 type 133-136`: router and neighbour solicitation and advertisement
+    /// (`nd-router-solicit`, `nd-router-advert`, `nd-neighbor-solicit`, `nd-neighbor-advert`).
+    NeighbourDiscovery,
     /// `ip saddr @set` / `ip daddr @set` (family from the set).
     AddrIn(Field, String),
     /// `meta l4proto . th dport @set`.

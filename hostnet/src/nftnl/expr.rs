@@ -42,6 +42,8 @@ const NAT_RANDOM_FULLY: u32 = 1 << 4;
 pub enum CmpOp {
     Eq = 0,
     Neq = 1,
+    Lte = 3,
+    Gte = 5,
 }
 
 /// One expression of a rule.
@@ -272,6 +274,8 @@ fn decode(name: &str, a: &[(u16, &[u8])]) -> Option<Expr> {
             let op = match u(2)? {
                 0 => CmpOp::Eq,
                 1 => CmpOp::Neq,
+                3 => CmpOp::Lte,
+                5 => CmpOp::Gte,
                 _ => return None,
             };
             Expr::Cmp(op, value(3)?)

@@ -8,6 +8,7 @@
 
 mod attr;
 mod chains;
+pub mod ctnetlink;
 mod error;
 mod expr;
 mod objects;
@@ -17,7 +18,7 @@ mod socket;
 pub use attr::Attrs;
 pub use chains::*;
 pub use error::NftError;
-pub use expr::{CmpOp, Expr, META_L4PROTO, PAYLOAD_TRANSPORT, RTN_LOCAL, concat_reg};
+pub use expr::{CmpOp, Expr, META_L4PROTO, PAYLOAD_TRANSPORT, REG_1, RTN_LOCAL, concat_reg};
 pub use objects::*;
 pub use sets::*;
 pub use socket::{Answer, Msg, NfSocket};

@@ -250,7 +250,7 @@ impl NfSocket {
         attrs: &Attrs,
         what: &str,
     ) -> Result<Vec<Answer>, NftError> {
-        self.exchange(kind, family, NLM_F_DUMP, attrs, what)
+        self.exchange(NFNL_SUBSYS_NFTABLES, kind, family, NLM_F_DUMP, attrs, what)
     }
 
     /// A single get: the object's message, or the kernel's error (ENOENT when absent).
@@ -261,14 +261,39 @@ impl NfSocket {
         attrs: &Attrs,
         what: &str,
     ) -> Result<Answer, NftError> {
-        self.exchange(kind, family, NLM_F_ACK, attrs, what)?
+        self.exchange(NFNL_SUBSYS_NFTABLES, kind, family, NLM_F_ACK, attrs, what)?
             .into_iter()
             .next()
             .ok_or_else(|| NftError::unexpected(what, "the kernel answered with nothing"))
     }
 
+    /// A dump of another nfnetlink subsystem's `kind` (conntrack's): every answer.
+    pub(crate) fn dump_of(
+        &mut self,
+        subsys: u16,
+        kind: u16,
+        family: u8,
+        what: &str,
+    ) -> Result<Vec<Answer>, NftError> {
+        self.exchange(subsys, kind, family, NLM_F_DUMP, &Attrs::new(), what)
+    }
+
+    /// A request of another nfnetlink subsystem that answers with an ack only.
+    pub(crate) fn acked(
+        &mut self,
+        subsys: u16,
+        kind: u16,
+        family: u8,
+        attrs: &Attrs,
+        what: &str,
+    ) -> Result<(), NftError> {
+        self.exchange(subsys, kind, family, NLM_F_ACK, attrs, what)
+            .map(drop)
+    }
+
     fn exchange(
         &mut self,
+        subsys: u16,
         kind: u16,
         family: u8,
         flags: u16,
@@ -277,7 +302,7 @@ impl NfSocket {
     ) -> Result<Vec<Answer>, NftError> {
         let seq = self.next_seq();
         let mut buf = Vec::new();
-        let ty = (NFNL_SUBSYS_NFTABLES << 8) | kind;
+        let ty = (subsys << 8) | kind;
         header(
             &mut buf,
             ty,

@@ -53,6 +53,10 @@ pub enum Op {
     ApplyPolicy,
     RemovePolicy,
     ReadPolicy,
+    ListConntrack,
+    ForgetConnections,
+    ReadBridgeNetfilter,
+    EnableBridgeNetfilter,
 }
 
 impl fmt::Display for Op {
@@ -90,6 +94,10 @@ impl fmt::Display for Op {
             Op::ApplyPolicy => f.write_str("apply network policy changes"),
             Op::RemovePolicy => f.write_str("remove network policy"),
             Op::ReadPolicy => f.write_str("read network policy"),
+            Op::ListConntrack => f.write_str("list conntrack entries"),
+            Op::ForgetConnections => f.write_str("delete conntrack entries of denied connections"),
+            Op::ReadBridgeNetfilter => f.write_str("read the bridge netfilter sysctls"),
+            Op::EnableBridgeNetfilter => f.write_str("enable bridge netfilter"),
         }
     }
 }
@@ -151,6 +159,14 @@ pub enum Refusal {
     /// The netfilter socket was not opened.
     #[error("netfilter socket not open")]
     NoNftSocket,
+    /// No `/proc/sys/net/bridge`: module br_netfilter is not loaded, and the agent's image
+    /// cannot load it. Bridged traffic between pods of one node then bypasses policy.
+    #[error(
+        "br_netfilter is not loaded (no /proc/sys/net/bridge): traffic bridged between pods \
+         of one node bypasses NetworkPolicy (and kube-proxy); load it on the node \
+         (modprobe br_netfilter, and list it in /etc/modules-load.d)"
+    )]
+    NoBridgeNetfilter,
     /// This kernel interface cannot do it.
     #[error("not supported")]
     NotSupported,
@@ -172,6 +188,7 @@ impl Refusal {
             Refusal::Missing { .. } => Some(libc_errno::ENOENT),
             Refusal::Errno(e) => Some(*e),
             Refusal::EverythingPodCidr(_)
+            | Refusal::NoBridgeNetfilter
             | Refusal::NoNftSocket
             | Refusal::NotSupported
             | Refusal::Injected => None,

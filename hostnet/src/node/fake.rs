@@ -37,6 +37,10 @@ pub struct FakeState {
     pub overlay: BTreeMap<IpAddr, OverlayPeer>,
     /// Our NetworkPolicy table's sets and chains, when there is one (`fake_policy.rs`).
     pub netpol: Option<netpol::program::Program>,
+    /// The node's conntrack entries, as a test seeds them (`fake_policy.rs`).
+    pub conntrack: Vec<netpol::conntrack::CtEntry>,
+    /// br_netfilter and its sysctls (`new`: loaded, both off; `default`: not loaded).
+    pub bridge_nf: super::BridgeNf,
     /// One line per change: `add 10.1.0.0/24 via 192.168.0.2`, `firewall`, ...
     pub log: Vec<String>,
     /// Operation names (`add_route`, `apply_firewall`, ...) that fail until removed.
@@ -153,6 +157,10 @@ impl FakeNodeNet {
             state: Mutex::new(FakeState {
                 connected,
                 local,
+                bridge_nf: super::BridgeNf {
+                    loaded: true,
+                    ..super::BridgeNf::default()
+                },
                 ..FakeState::default()
             }),
             watcher: Mutex::default(),

@@ -6,12 +6,13 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
+use netpol::conntrack::CtEntry;
 use netpol::diff::{self, Changes};
 use netpol::eval::{EvalError, Packet};
 use netpol::program::{Elem, Program};
 
 use super::fake::{FakeNodeNet, FakeState};
-use super::{NodeNetError, Op, PolicyNet, Refusal};
+use super::{BridgeNf, NodeNetError, Op, PolicyNet, Refusal};
 use crate::policy;
 
 /// The kernel's part of `p`: sets and chains.
@@ -108,6 +109,21 @@ impl FakeNodeNet {
         })
     }
 
+    /// A read of the state (not logged), unless a test made `name` fail.
+    fn read_op<T>(
+        &self,
+        name: &'static str,
+        op: Op,
+        f: impl FnOnce(&FakeState) -> T,
+    ) -> Result<T, NodeNetError> {
+        self.with(|s| {
+            if s.fail.contains(name) {
+                return Err(NodeNetError::new(op, Refusal::Injected));
+            }
+            Ok(f(s))
+        })
+    }
+
     /// Whether the table in place lets `p` (a new connection's first packet) through this
     /// node, as the kernel's forward hook decides; no table passes everything. Traffic to
     /// or from the node's own addresses never meets the forward hook.
@@ -166,5 +182,45 @@ impl PolicyNet for FakeNodeNet {
 
     fn read_policy(&self) -> Result<Option<Program>, NodeNetError> {
         Ok(Some(self.with(|s| s.netpol.clone().unwrap_or_default())))
+    }
+
+    fn conntrack(&self) -> Result<Vec<CtEntry>, NodeNetError> {
+        self.read_op("conntrack", Op::ListConntrack, |s| s.conntrack.clone())
+    }
+
+    fn forget_connections(&self, entries: &[CtEntry]) -> Result<usize, NodeNetError> {
+        let mut deleted = 0;
+        self.policy_op("forget_connections", Op::ForgetConnections, |s| {
+            // As the kernel: found by original tuple and zone, spared if the id differs.
+            for e in entries {
+                let at = s.conntrack.iter().position(|c| {
+                    c.orig == e.orig && c.zone == e.zone && e.id.is_none_or(|id| c.id == Some(id))
+                });
+                if let Some(at) = at {
+                    s.conntrack.remove(at);
+                    deleted += 1;
+                }
+            }
+            Ok(())
+        })?;
+        Ok(deleted)
+    }
+
+    fn bridge_netfilter(&self) -> Result<BridgeNf, NodeNetError> {
+        self.read_op("bridge_netfilter", Op::ReadBridgeNetfilter, |s| s.bridge_nf)
+    }
+
+    fn enable_bridge_netfilter(&self) -> Result<(), NodeNetError> {
+        self.policy_op("enable_bridge_netfilter", Op::EnableBridgeNetfilter, |s| {
+            if !s.bridge_nf.loaded {
+                return Err(NodeNetError::new(
+                    Op::EnableBridgeNetfilter,
+                    Refusal::NoBridgeNetfilter,
+                ));
+            }
+            s.bridge_nf.call_iptables = true;
+            s.bridge_nf.call_ip6tables = true;
+            Ok(())
+        })
     }
 }

@@ -182,7 +182,7 @@ impl HostNodeNet {
 
     /// Runs `f` in our namespace: directly in the process's own, on a thread inside a
     /// test's namespace otherwise.
-    fn run_here<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, NetnsError> {
+    pub(super) fn run_here<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, NetnsError> {
         match &self.netns {
             None => Ok(f()),
             Some(ns) => ns.run(f),

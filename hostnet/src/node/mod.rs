@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ipnetwork::IpNetwork;
 
+mod bridge_nf;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
@@ -25,6 +26,7 @@ mod watch;
 mod watch_filter;
 mod watch_host;
 
+pub use bridge_nf::BridgeNf;
 pub use error::{Cause, NodeNetError, Op, Refusal};
 pub use host::HostNodeNet;
 pub use overlay::{
@@ -196,6 +198,8 @@ pub trait NodeNet {
     }
 }
 
+#[cfg(test)]
+mod conntrack_tests;
 #[cfg(test)]
 mod nexthop_tests;
 #[cfg(test)]

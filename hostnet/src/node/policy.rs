@@ -4,14 +4,23 @@
 //! (see [`crate::policy`]); `FakeNodeNet` (feature `fake`) holds the program and runs
 //! packets through it with `netpol::eval`.
 //!
-//! Conntrack is not flushed: a connection allowed before a change that denies it goes
-//! on (`ct state established,related accept` comes first) until conntrack forgets it.
+//! A connection allowed before a change that denies it goes on (`ct state
+//! established,related accept` comes first) until its conntrack entry goes: the agent
+//! lists the entries ([`PolicyNet::conntrack`]), asks `netpol::eval::denied` which the
+//! new program drops, and deletes only those ([`PolicyNet::forget_connections`]); the
+//! others keep their state (a Service connection its DNAT). A TCP packet of the deleted
+//! connection from its far end (a retransmission, data pushed) is taken by conntrack for
+//! a new connection in that direction (`nf_conntrack_tcp_loose`, on by default) and
+//! judged so: where that direction is allowed (an ingress-only isolated server answering
+//! its client) the connection comes back.
 
+use netpol::conntrack::CtEntry;
 use netpol::diff::Changes;
 use netpol::program::Program;
 
-use super::{HostNodeNet, NodeNetError, Op};
-use crate::nftnl::NftError;
+use super::bridge_nf::{self, BridgeNf};
+use super::{HostNodeNet, NodeNetError, Op, Refusal};
+use crate::nftnl::{NftError, ctnetlink};
 use crate::policy;
 
 pub trait PolicyNet {
@@ -34,6 +43,18 @@ pub trait PolicyNet {
     /// when it holds something we never make. A restart diffs this against its first
     /// compile.
     fn read_policy(&self) -> Result<Option<Program>, NodeNetError>;
+    /// Every conntrack entry of the node (both families) of TCP, UDP, SCTP, UDP-Lite,
+    /// ICMP and ICMPv6, with both tuples.
+    fn conntrack(&self) -> Result<Vec<CtEntry>, NodeNetError>;
+    /// Deletes these entries (by original tuple, zone and id: a newer connection that
+    /// took the tuple is spared). One already gone is success. The count deleted.
+    fn forget_connections(&self, entries: &[CtEntry]) -> Result<usize, NodeNetError>;
+    /// Whether bridged pod traffic reaches the forward hook: br_netfilter loaded and
+    /// `net.bridge.bridge-nf-call-iptables` / `-ip6tables` (per network namespace).
+    fn bridge_netfilter(&self) -> Result<BridgeNf, NodeNetError>;
+    /// Sets both sysctls to 1. Without br_netfilter loaded: [`Refusal::NoBridgeNetfilter`]
+    /// (the agent cannot load a module; it says so loudly).
+    fn enable_bridge_netfilter(&self) -> Result<(), NodeNetError>;
 }
 
 impl PolicyNet for HostNodeNet {
@@ -79,6 +100,34 @@ impl PolicyNet for HostNodeNet {
 
     fn read_policy(&self) -> Result<Option<Program>, NodeNetError> {
         self.with_nft(Op::ReadPolicy, policy::read)
+    }
+
+    fn conntrack(&self) -> Result<Vec<CtEntry>, NodeNetError> {
+        self.with_nft(Op::ListConntrack, ctnetlink::list)
+    }
+
+    fn forget_connections(&self, entries: &[CtEntry]) -> Result<usize, NodeNetError> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        self.with_nft(Op::ForgetConnections, |nf| ctnetlink::forget(nf, entries))
+    }
+
+    fn bridge_netfilter(&self) -> Result<BridgeNf, NodeNetError> {
+        let op = Op::ReadBridgeNetfilter;
+        self.run_here(bridge_nf::read)
+            .map_err(NodeNetError::of(op.clone()))?
+            .map_err(NodeNetError::of(op))
+    }
+
+    fn enable_bridge_netfilter(&self) -> Result<(), NodeNetError> {
+        let op = Op::EnableBridgeNetfilter;
+        if !self.bridge_netfilter()?.loaded {
+            return Err(NodeNetError::new(op, Refusal::NoBridgeNetfilter));
+        }
+        self.run_here(bridge_nf::enable)
+            .map_err(NodeNetError::of(op.clone()))?
+            .map_err(NodeNetError::of(op))
     }
 }
 

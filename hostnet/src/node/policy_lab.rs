@@ -111,7 +111,17 @@ fn write_sysctl(ns: &Ns, path: &str) {
 }
 
 impl Lab {
+    /// `pods` pods that know each other's MAC (no probe waits on neighbour discovery).
     pub fn new(pods: usize) -> Lab {
+        Lab::build(pods, true)
+    }
+
+    /// `pods` pods that find each other by neighbour discovery (ARP, IPv6 ND).
+    pub fn resolving(pods: usize) -> Lab {
+        Lab::build(pods, false)
+    }
+
+    fn build(pods: usize, static_neighbours: bool) -> Lab {
         let node = Ns::new();
         node.nl.create_bridge("br0", None).unwrap();
         let br = node.nl.link_by_name("br0").unwrap().unwrap().index;
@@ -141,10 +151,8 @@ impl Lab {
                 pod
             })
             .collect();
-        // Pods know each other's MAC: a neighbour solicitation bridged between two pods
-        // crosses the forward hook, and the programs have no rule for neighbour
-        // discovery (see the report: IPv6 needs one before this is real).
-        for (i, pod) in pods.iter().enumerate() {
+        // Pods may know each other's MAC: no probe then waits on a resolution.
+        for (i, pod) in pods.iter().enumerate().filter(|_| static_neighbours) {
             for j in (0..pods.len()).filter(|j| *j != i) {
                 for f in Family::BOTH {
                     let m = mac(j).map(|b| format!("{b:02x}")).join(":");

@@ -66,7 +66,7 @@ pub fn sets_referred(changes: &Changes) -> Vec<String> {
                 program::Match::AddrIn(_, s)
                 | program::Match::ProtoPortIn(s)
                 | program::Match::DaddrProtoPortIn(s) => Some(s.clone()),
-                program::Match::Established => None,
+                program::Match::Established | program::Match::NeighbourDiscovery => None,
             });
             let v = match &r.verdict {
                 program::Verdict::Map(_, s) => Some(s.clone()),

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use netpol::addr::Family;
-use netpol::program::{Field, Match, Rule, SetKind, Verdict};
+use netpol::program::{Field, ICMPV6, Match, ND_TYPES, Rule, SetKind, Verdict};
 
-use crate::nftnl::{CmpOp, Expr, META_L4PROTO, NftError, PAYLOAD_TRANSPORT, concat_reg};
+use crate::nftnl::{CmpOp, Expr, META_L4PROTO, NftError, PAYLOAD_TRANSPORT, REG_1, concat_reg};
 
 /// The kinds of the sets rules may refer to, by name.
 pub type Kinds = BTreeMap<String, SetKind>;
@@ -106,6 +106,25 @@ impl Encoder<'_> {
                 self.out.push(Expr::Mask(mask));
                 self.out.push(Expr::Cmp(CmpOp::Neq, vec![0; 4]));
             }
+            Match::NeighbourDiscovery => {
+                // `icmpv6 type 133-136`: nft's l4proto dependency, then the type byte
+                // compared with both ends (as nft writes a range of one field).
+                self.family(Family::V6);
+                self.out.push(Expr::Meta {
+                    key: META_L4PROTO,
+                    dreg: REG_1,
+                });
+                self.out.push(Expr::Cmp(CmpOp::Eq, vec![ICMPV6]));
+                self.out.push(Expr::Payload {
+                    base: PAYLOAD_TRANSPORT,
+                    offset: 0,
+                    len: 1,
+                    dreg: REG_1,
+                });
+                self.out
+                    .push(Expr::Cmp(CmpOp::Gte, vec![*ND_TYPES.start()]));
+                self.out.push(Expr::Cmp(CmpOp::Lte, vec![*ND_TYPES.end()]));
+            }
             Match::AddrIn(field, set) => {
                 let f = match self.kind(set)? {
                     SetKind::Addrs(f) | SetKind::Ranges(f) => f,
@@ -193,6 +212,17 @@ pub fn decode(exprs: &[Expr], kinds: &Kinds) -> Option<Rule> {
                 rest = tail;
             }
             [Expr::MetaNfproto, Expr::Cmp(CmpOp::Eq, _), tail @ ..] => rest = tail,
+            [
+                Expr::Meta { .. },
+                Expr::Cmp(CmpOp::Eq, _),
+                Expr::Payload { .. },
+                Expr::Cmp(CmpOp::Gte, _),
+                Expr::Cmp(CmpOp::Lte, _),
+                tail @ ..,
+            ] => {
+                matches.push(Match::NeighbourDiscovery);
+                rest = tail;
+            }
             [
                 Expr::Network { offset, .. },
                 Expr::Lookup { set, .. },
@@ -294,10 +324,51 @@ mod tests {
     }
 
     #[test]
+    fn neighbour_discovery_is_a_range_of_icmpv6_types() {
+        // nft --debug=netlink for `meta nfproto ipv6 icmpv6 type 133-136 accept` in an
+        // inet table (the family check: an IPv4 packet of protocol 58 is no neighbour
+        // discovery); nft lists it as `icmpv6 type 133-136 accept`.
+        let rule = Rule {
+            matches: vec![Match::NeighbourDiscovery],
+            verdict: Verdict::Accept,
+        };
+        let exprs = encode(&rule, "c", &Kinds::new()).unwrap();
+        assert_eq!(
+            exprs,
+            vec![
+                Expr::MetaNfproto,
+                Expr::Cmp(CmpOp::Eq, vec![10]),
+                Expr::Meta {
+                    key: META_L4PROTO,
+                    dreg: 1
+                },
+                Expr::Cmp(CmpOp::Eq, vec![58]),
+                Expr::Payload {
+                    base: PAYLOAD_TRANSPORT,
+                    offset: 0,
+                    len: 1,
+                    dreg: 1
+                },
+                Expr::Cmp(CmpOp::Gte, vec![133]),
+                Expr::Cmp(CmpOp::Lte, vec![136]),
+                Expr::Accept,
+            ]
+        );
+        assert_eq!(decode(&exprs, &Kinds::new()), Some(rule));
+        let mut other = exprs.clone();
+        other[5] = Expr::Cmp(CmpOp::Gte, vec![128]);
+        assert_eq!(decode(&other, &Kinds::new()), None, "not ours");
+    }
+
+    #[test]
     fn every_match_and_verdict_decodes_and_a_foreign_shape_does_not() {
         let rules = [
             Rule {
                 matches: vec![Match::Established],
+                verdict: Verdict::Accept,
+            },
+            Rule {
+                matches: vec![Match::NeighbourDiscovery],
                 verdict: Verdict::Accept,
             },
             Rule {

@@ -13,7 +13,8 @@ use std::net::IpAddr;
 
 use super::tests::{ip, net};
 use super::{
-    FamilyPolicy, NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, VxlanSpec, libc_errno,
+    FamilyPolicy, NodeNet, NodeNetError, NodePolicy, OverlayPeer, PodRoute, PolicyNet, VxlanSpec,
+    libc_errno,
 };
 use sides::{OnFake, OnKernel};
 
@@ -38,6 +39,9 @@ trait Arrange {
     fn drop_firewall_table(&self);
     /// Whether nf_tables can be used here (the firewall scenario's gate).
     fn nft_usable(&self, test: &str) -> bool;
+    fn policy(&self) -> &dyn PolicyNet;
+    /// A UDP datagram the node sends from `from` to `to` (`addr:port`): a conntrack entry.
+    fn udp_flow(&self, from: &str, to: &str);
 }
 
 /// A result as the scenarios compare it: success, or the error's errno.
@@ -590,6 +594,74 @@ fn firewall_elements(a: &dyn Arrange) {
     k.remove_firewall().unwrap();
 }
 
+/// Conntrack entries listed with both tuples and deleted one by one: an entry gone (or
+/// named with another id) is no error and deletes nothing; the others stay.
+fn conntrack_entries(a: &dyn Arrange) {
+    use netpol::conntrack::{CtEntry, L4};
+    on_a_lan(a);
+    let p = a.policy();
+    // A table with `ct state` rules: the kernel tracks connections in this namespace.
+    p.replace_policy(&netpol::compile::base_program()).unwrap();
+    a.udp_flow("192.168.50.1:5000", "192.168.50.9:53");
+    a.udp_flow("[fd50::1]:5001", "[fd50::9]:53");
+    let ours = |p: &dyn PolicyNet| -> Vec<CtEntry> {
+        let mut v: Vec<CtEntry> = p
+            .conntrack()
+            .unwrap()
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e.orig.l4,
+                    L4::Ports {
+                        src: 5000 | 5001,
+                        ..
+                    }
+                )
+            })
+            .collect();
+        v.sort_by_key(|e| e.orig);
+        v
+    };
+    let listed = ours(p);
+    let tuples: Vec<_> = listed
+        .iter()
+        .map(|e| (e.orig.src, e.orig.dst, e.orig.proto, e.orig.l4, e.reply.src))
+        .collect();
+    let ports = |src, dst| L4::Ports { src, dst };
+    assert_eq!(
+        tuples,
+        [
+            (
+                ip("192.168.50.1"),
+                ip("192.168.50.9"),
+                17,
+                ports(5000, 53),
+                ip("192.168.50.9")
+            ),
+            (
+                ip("fd50::1"),
+                ip("fd50::9"),
+                17,
+                ports(5001, 53),
+                ip("fd50::9")
+            ),
+        ]
+    );
+    assert!(listed.iter().all(|e| e.id.is_some() && e.zone == 0));
+    let (v4, v6) = (listed[0], listed[1]);
+    let other_id = CtEntry {
+        id: v4.id.map(|i| i.wrapping_add(1)),
+        ..v4
+    };
+    assert_eq!(p.forget_connections(&[other_id]).unwrap(), 0);
+    assert_eq!(p.forget_connections(&[v4]).unwrap(), 1);
+    assert_eq!(ours(p), [v6]);
+    assert_eq!(p.forget_connections(&[v4, v6]).unwrap(), 1, "one was gone");
+    assert_eq!(ours(p), []);
+    assert_eq!(p.forget_connections(&[]).unwrap(), 0);
+    p.remove_policy().unwrap();
+}
+
 /// Each scenario as two tests: `on_fake::NAME` and, as root, `on_kernel::NAME`.
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
@@ -627,4 +699,5 @@ scenarios!(
     overlay_addresses_and_routes,
     firewall_table,
     firewall_elements,
+    conntrack_entries,
 );

@@ -8,7 +8,7 @@ use super::Arrange;
 use crate::netlink::{FdbEntry, RouteSpec};
 use crate::node::fake::FakeNodeNet;
 use crate::node::tests::{Ns, ip, net};
-use crate::node::{HostNodeNet, NodeNet, OverlayPeer, VXLAN_DEVICE, vtep_mac};
+use crate::node::{HostNodeNet, NodeNet, OverlayPeer, PolicyNet, VXLAN_DEVICE, vtep_mac};
 
 /// The fake, arranged as the kernel would be.
 pub(super) struct OnFake {
@@ -102,6 +102,34 @@ impl Arrange for OnFake {
 
     fn drop_firewall_table(&self) {
         self.net.with(|s| s.firewall = None);
+    }
+
+    fn policy(&self) -> &dyn PolicyNet {
+        &self.net
+    }
+
+    fn udp_flow(&self, from: &str, to: &str) {
+        use netpol::conntrack::{CtEntry, L4, Tuple};
+        let (from, to): (std::net::SocketAddr, std::net::SocketAddr) =
+            (from.parse().unwrap(), to.parse().unwrap());
+        let t = |a: std::net::SocketAddr, b: std::net::SocketAddr| Tuple {
+            src: a.ip(),
+            dst: b.ip(),
+            proto: 17,
+            l4: L4::Ports {
+                src: a.port(),
+                dst: b.port(),
+            },
+        };
+        self.net.with(|s| {
+            let id = u32::try_from(s.conntrack.len()).unwrap() + 1;
+            s.conntrack.push(CtEntry {
+                orig: t(from, to),
+                reply: t(to, from),
+                zone: 0,
+                id: Some(id),
+            });
+        });
     }
 
     fn nft_usable(&self, _test: &str) -> bool {
@@ -200,6 +228,20 @@ impl Arrange for OnKernel {
 
     fn drop_firewall_table(&self) {
         self.ns.sh("nft", &["delete", "table", "inet", "cni-rs"]);
+    }
+
+    fn policy(&self) -> &dyn PolicyNet {
+        &self.net
+    }
+
+    fn udp_flow(&self, from: &str, to: &str) {
+        self.ns
+            .ns
+            .run(|| {
+                let s = std::net::UdpSocket::bind(from).unwrap();
+                s.send_to(b"x", to).unwrap();
+            })
+            .unwrap();
     }
 
     fn nft_usable(&self, test: &str) -> bool {
