@@ -13,6 +13,7 @@ use clap::Parser;
 use cni_rs_agent::config::Args;
 use cni_rs_agent::control::{agent, run};
 use cni_rs_agent::kube::watcher::Shared;
+use cni_rs_agent::policy::PolicyKernel;
 use cni_rs_agent::serve::Metrics;
 use hostnet::node::fake::FakeNodeNet;
 use hostnet::node::{NodeNet, PolicyNet};
@@ -73,7 +74,11 @@ fn with_agent(
         let agent = {
             let (shared, metrics, args, installer) =
                 (shared.clone(), metrics.clone(), &args, &installer);
-            let policy: Box<dyn PolicyNet + Send> = Box::new(policy.clone());
+            let addrs = policy.clone();
+            let policy = PolicyKernel {
+                net: Box::new(policy.clone()),
+                local_addrs: Box::new(move || addrs.local_addrs()),
+            };
             s.spawn(move || {
                 agent::run(
                     args,
@@ -355,5 +360,108 @@ fn the_node_is_not_ready_while_the_kernel_refuses_the_table_and_recovers() {
         kernel.with(|s| s.fail.remove("apply_policy"));
         eventually("ready after the retry", || metrics.ready());
         assert!(table_is(&kernel, &World::default().compiled()));
+    });
+}
+
+fn tcp_entry(src: &str, dst: &str, port: u16) -> netpol::conntrack::CtEntry {
+    use netpol::conntrack::{CtEntry, L4, Tuple};
+    let (src, dst) = (src.parse().unwrap(), dst.parse().unwrap());
+    CtEntry {
+        orig: Tuple {
+            src,
+            dst,
+            proto: TCP,
+            l4: L4::Ports {
+                src: 40000,
+                dst: port,
+            },
+        },
+        reply: Tuple {
+            src: dst,
+            dst: src,
+            proto: TCP,
+            l4: L4::Ports {
+                src: port,
+                dst: 40000,
+            },
+        },
+        zone: 0,
+        id: None,
+    }
+}
+
+#[test]
+fn a_new_policy_ends_the_connections_it_denies_and_only_those() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    let (net, kernel) = (fake(), Arc::new(fake()));
+    let mut w = World::default();
+    w.put(&node, ObjectKind::Namespace, namespace("x"));
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("x", "a", NODE, "10.244.1.5", "a"),
+    );
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("x", "b", "node-2", "10.244.2.5", "b"),
+    );
+    // b -> a on 80 and 81, and the node itself -> a (kubelet's probe).
+    let (to80, to81) = (
+        tcp_entry("10.244.2.5", "10.244.1.5", 80),
+        tcp_entry("10.244.2.5", "10.244.1.5", 81),
+    );
+    let probe = tcp_entry("172.18.0.2", "10.244.1.5", 81);
+    kernel.with(|s| s.conntrack = vec![to80, to81, probe]);
+    with_agent(&node, &net, &kernel, |metrics| {
+        eventually("ready", || metrics.ready());
+        assert_eq!(
+            kernel.with(|s| s.conntrack.len()),
+            3,
+            "no policy denied anything"
+        );
+        // a admits only port 80.
+        w.put(
+            &node,
+            ObjectKind::NetworkPolicy,
+            policy(
+                "x",
+                "only-80",
+                json!({
+                    "podSelector": {},
+                    "ingress": [{ "ports": [{ "port": 80 }] }]
+                }),
+            ),
+        );
+        eventually("the denied connection ended", || {
+            kernel.with(|s| s.conntrack.len()) == 2
+        });
+        let left = kernel.with(|s| s.conntrack.clone());
+        assert!(left.contains(&to80) && left.contains(&probe), "{left:?}");
+        assert_eq!(
+            metrics.policy.connections_forgotten.load(Ordering::Relaxed),
+            1
+        );
+    });
+}
+
+#[test]
+fn without_br_netfilter_the_node_is_not_ready_and_says_why() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    let (net, kernel) = (fake(), Arc::new(fake()));
+    kernel.with(|s| s.bridge_nf.loaded = false);
+    with_agent(&node, &net, &kernel, |metrics| {
+        eventually("a failed attempt", || {
+            metrics.policy.errors.load(Ordering::Relaxed) > 0
+        });
+        assert!(!metrics.ready());
+        assert!(
+            metrics
+                .render()
+                .contains("cni_rs_netpol_bridge_netfilter 0")
+        );
+        kernel.with(|s| s.bridge_nf.loaded = true);
+        eventually("ready once the module is there", || metrics.ready());
+        assert!(kernel.with(|s| s.bridge_nf.call_iptables && s.bridge_nf.call_ip6tables));
     });
 }

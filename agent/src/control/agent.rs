@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hostnet::node::{NodeNet, PolicyNet, VxlanSpec, Watch, overlay_address};
+use hostnet::node::{NodeNet, VxlanSpec, Watch, overlay_address};
 use ipnetwork::IpNetwork;
 
 use crate::backoff::Backoff;
@@ -28,6 +28,7 @@ use crate::kube::nodes::NodeInfo;
 use crate::kube::podcidr::show;
 use crate::kube::watcher::{self, Shared, Wake};
 use crate::log;
+use crate::policy::PolicyKernel;
 use crate::policy::inbox::Inbox;
 use crate::reconcile::{self, Applied, Overlay};
 use crate::serve::{self, Metrics};
@@ -109,7 +110,7 @@ pub fn run(
     installer: &Installer,
     client: Client,
     net: Option<&dyn NodeNet>,
-    policy: Option<Box<dyn PolicyNet + Send>>,
+    policy: Option<PolicyKernel>,
     shared: Arc<Shared>,
     metrics: Arc<Metrics>,
 ) -> Result<(), RunError> {
@@ -134,7 +135,6 @@ pub fn run(
         inbox = Some(
             crate::policy::enforce::start(
                 &installer.node,
-                Vec::new(),
                 client.clone(),
                 shared.clone(),
                 policy,

@@ -14,6 +14,7 @@ use crate::files::{Installer, atomic, binaries};
 use crate::kube::api::{ApiError, Client};
 use crate::kube::watcher::Shared;
 use crate::log;
+use crate::policy::PolicyKernel;
 use crate::serve::Metrics;
 
 /// Retry delays while the API server fails or the node has no podCIDR (--once): 1 s
@@ -123,12 +124,16 @@ pub fn daemon(args: &Args, stop: Stop) -> Result<(), RunError> {
 /// The kernel's NetworkPolicy side for the agent: None with --files-only (the kernel is
 /// not the agent's), without a kernel, or with --network-policy=false (then our table is
 /// removed, so a policy once enforced is not left behind half-true).
-fn policy_net(args: &Args, net: &Arc<HostNodeNet>) -> Option<Box<dyn PolicyNet + Send>> {
+fn policy_net(args: &Args, net: &Arc<HostNodeNet>) -> Option<PolicyKernel> {
     if args.files_only {
         return None;
     }
     if args.network_policy {
-        return Some(Box::new(net.clone()));
+        let addrs = net.clone();
+        return Some(PolicyKernel {
+            net: Box::new(net.clone()),
+            local_addrs: Box::new(move || addrs.local_addrs()),
+        });
     }
     if let Err(e) = net.remove_policy() {
         log(&format!("warning: removing the NetworkPolicy table: {e}"));

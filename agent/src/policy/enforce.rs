@@ -10,18 +10,18 @@
 //! program, the node is not ready.
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hostnet::node::{NodeNetError, PolicyNet};
+use hostnet::node::{NodeNetError, Refusal};
 use netpol::diff::{Changes, diff};
 use netpol::engine::Engine;
 use netpol::program::Program;
 
 use crate::backoff::Backoff;
 use crate::log;
+use crate::policy::PolicyKernel;
 use crate::policy::inbox::{Batch, Inbox};
 use crate::serve::PolicyMetrics;
 
@@ -32,9 +32,7 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 
 pub struct Enforcer<'a> {
     node: String,
-    /// This node's own addresses (traffic to and from them never meets the chains).
-    local: Vec<IpAddr>,
-    net: &'a dyn PolicyNet,
+    kernel: &'a PolicyKernel,
     metrics: &'a PolicyMetrics,
     engine: Option<Engine>,
     /// The kernel holds the engine's program (as far as the agent knows).
@@ -48,13 +46,12 @@ pub struct Enforcer<'a> {
 /// Runs the loop until the process ends.
 pub fn run(
     node: &str,
-    local: Vec<IpAddr>,
     inbox: &Inbox,
-    net: &dyn PolicyNet,
+    kernel: &PolicyKernel,
     metrics: &PolicyMetrics,
     interval: Duration,
 ) {
-    let mut e = Enforcer::new(node, local, net, metrics);
+    let mut e = Enforcer::new(node, kernel, metrics);
     let mut checked = Instant::now();
     loop {
         let due = checked + interval;
@@ -69,17 +66,11 @@ pub fn run(
 }
 
 impl<'a> Enforcer<'a> {
-    pub fn new(
-        node: &str,
-        local: Vec<IpAddr>,
-        net: &'a dyn PolicyNet,
-        metrics: &'a PolicyMetrics,
-    ) -> Enforcer<'a> {
+    pub fn new(node: &str, kernel: &'a PolicyKernel, metrics: &'a PolicyMetrics) -> Enforcer<'a> {
         metrics.enabled.store(true, Ordering::Relaxed);
         Enforcer {
             node: node.to_string(),
-            local,
-            net,
+            kernel,
             metrics,
             engine: None,
             in_place: false,
@@ -106,9 +97,19 @@ impl<'a> Enforcer<'a> {
         if !batch.synced {
             return;
         }
+        // What may deny a connection allowed so far: then its conntrack entry goes.
+        let may_deny = self.engine.is_none()
+            || !batch.policies.is_empty()
+            || !batch.namespaces.is_empty()
+            || batch.pods_updated;
+        let bridged = if self.engine.is_none() || recheck || !self.in_place {
+            self.bridge_netfilter()
+        } else {
+            Ok(())
+        };
         let written = match self.engine.as_mut() {
             None => {
-                let mut engine = Engine::new(&self.node, &self.local);
+                let mut engine = Engine::new(&self.node, &[]);
                 let namespaces: Vec<_> = batch.namespaces.into_values().flatten().collect();
                 let policies: Vec<_> = batch.policies.into_values().flatten().collect();
                 engine.load(&namespaces, batch.pods.into_values().flatten(), &policies);
@@ -128,6 +129,10 @@ impl<'a> Enforcer<'a> {
             Ok(()) if recheck => self.recheck(),
             other => other,
         };
+        if written.is_ok() && may_deny {
+            self.forget_denied();
+        }
+        let written = written.and(bridged);
         match written {
             Ok(()) => {
                 self.in_place = true;
@@ -195,7 +200,7 @@ impl<'a> Enforcer<'a> {
     fn write(&mut self, changes: Vec<Changes>) -> Result<(), NodeNetError> {
         for ch in changes.iter().filter(|c| !c.is_empty()) {
             self.metrics.transactions.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.net.apply_policy(ch) {
+            if let Err(e) = self.kernel.net.apply_policy(ch) {
                 log(&format!(
                     "warning: NetworkPolicy: {e}: replacing the whole table"
                 ));
@@ -211,9 +216,10 @@ impl<'a> Enforcer<'a> {
         let program = self.engine.as_ref().expect("loaded").program();
         log_refused(&mut self.warned, program);
         self.metrics.transactions.fetch_add(1, Ordering::Relaxed);
-        if first && let Ok(Some(held)) = self.net.read_policy() {
+        let net = &self.kernel.net;
+        if first && let Ok(Some(held)) = net.read_policy() {
             let changes = diff(&held, program);
-            if self.net.apply_policy(&changes).is_ok() {
+            if net.apply_policy(&changes).is_ok() {
                 log(&format!(
                     "NetworkPolicy: table inet {} in place ({} changes to what the kernel held)",
                     netpol::program::TABLE,
@@ -222,7 +228,7 @@ impl<'a> Enforcer<'a> {
                 return Ok(());
             }
         }
-        self.net.replace_policy(program)?;
+        net.replace_policy(program)?;
         log(&format!(
             "NetworkPolicy: table inet {} written ({} chains, {} sets)",
             netpol::program::TABLE,
@@ -235,11 +241,70 @@ impl<'a> Enforcer<'a> {
     /// The kernel's table against the program: someone else's change is repaired.
     fn recheck(&mut self) -> Result<(), NodeNetError> {
         let program = self.engine.as_ref().expect("loaded").program();
-        if self.net.policy_matches(program)? {
+        if self.kernel.net.policy_matches(program)? {
             return Ok(());
         }
         log("NetworkPolicy: the kernel's table differs from the policies: writing it again");
         self.program_afresh(false)
+    }
+
+    /// Bridged traffic between pods of this node must meet the forward hook: the two
+    /// sysctls set (they are per namespace); br_netfilter not loaded is an error that
+    /// keeps the node not ready (the scratch image cannot load a module).
+    fn bridge_netfilter(&self) -> Result<(), NodeNetError> {
+        let net = &self.kernel.net;
+        let result = net.enable_bridge_netfilter();
+        let on = result.is_ok()
+            && net
+                .bridge_netfilter()
+                .is_ok_and(|b| b.polices_bridged_traffic());
+        self.metrics.bridge_netfilter.store(on, Ordering::Relaxed);
+        if let Err(e) = &result
+            && matches!(e.refusal(), Some(Refusal::NoBridgeNetfilter))
+        {
+            log(&format!(
+                "error: NetworkPolicy between pods of this node cannot be enforced: {e}"
+            ));
+        }
+        result
+    }
+
+    /// Deletes the conntrack entries of connections the program now denies (judged as
+    /// their first packet would be, after DNAT), so they stop as the policy says; the
+    /// others keep their state (a Service's DNAT among it). A failure is logged: the
+    /// policy itself is in place, only old connections live on.
+    fn forget_denied(&mut self) {
+        let kernel = self.kernel;
+        let result = (kernel.local_addrs)().and_then(|local| {
+            let engine = self.engine.as_mut().expect("loaded");
+            engine.set_local(local);
+            let entries = kernel.net.conntrack()?;
+            let denied = netpol::eval::denied(engine.program(), &entries).unwrap_or_else(|e| {
+                log(&format!("error: NetworkPolicy: judging connections: {e}"));
+                Vec::new()
+            });
+            if denied.is_empty() {
+                return Ok(0);
+            }
+            kernel.net.forget_connections(&denied)
+        });
+        match result {
+            Ok(0) => {}
+            Ok(n) => {
+                self.metrics
+                    .connections_forgotten
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                log(&format!(
+                    "NetworkPolicy: {n} connection(s) the policies now deny ended (conntrack)"
+                ));
+            }
+            Err(e) => {
+                self.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                log(&format!(
+                    "warning: NetworkPolicy: {e}: connections opened before the change go on"
+                ));
+            }
+        }
     }
 
     fn count(&mut self) {
@@ -283,10 +348,9 @@ fn size(c: &Changes) -> usize {
 /// ends with the agent's main loop); the inbox, for the kernel's notifications.
 pub fn start(
     node: &str,
-    local: Vec<IpAddr>,
     client: Arc<crate::kube::api::Client>,
     shared: Arc<crate::kube::watcher::Shared>,
-    net: Box<dyn PolicyNet + Send>,
+    kernel: PolicyKernel,
     metrics: Arc<crate::serve::Metrics>,
     interval: Duration,
 ) -> std::io::Result<Arc<Inbox>> {
@@ -321,6 +385,6 @@ pub fn start(
     let loop_inbox = inbox.clone();
     std::thread::Builder::new()
         .name("netpol".into())
-        .spawn(move || run(&node, local, &loop_inbox, &*net, &metrics.policy, interval))?;
+        .spawn(move || run(&node, &loop_inbox, &kernel, &metrics.policy, interval))?;
     Ok(inbox)
 }

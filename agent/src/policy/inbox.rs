@@ -33,6 +33,9 @@ pub struct Kind<T> {
     /// Per changed object: its new state, or None: deleted.
     pub pending: HashMap<Key, Option<T>>,
     pub listed: bool,
+    /// An object the API already had changed (not only added or deleted) since the loop
+    /// last took: a change that may deny what was allowed.
+    updated: bool,
     max: usize,
 }
 
@@ -42,6 +45,7 @@ impl<T: Debug> Kind<T> {
             known: HashMap::new(),
             pending: HashMap::new(),
             listed: false,
+            updated: false,
             max,
         }
     }
@@ -56,6 +60,7 @@ impl<T: Debug> Kind<T> {
         for (key, object) in items {
             let print = fingerprint(&object);
             if self.known.get(&key) != Some(&print) {
+                self.updated |= self.known.contains_key(&key);
                 self.pending.insert(key.clone(), Some(object));
                 changed = true;
             }
@@ -78,7 +83,7 @@ impl<T: Debug> Kind<T> {
         if !self.known.contains_key(&key) && self.known.len() >= self.max {
             return Err(format!("more than {} {what}s", self.max));
         }
-        self.known.insert(key.clone(), print);
+        self.updated |= self.known.insert(key.clone(), print).is_some();
         self.pending.insert(key, Some(object));
         Ok(true)
     }
@@ -150,6 +155,8 @@ pub struct Batch {
     pub since: Option<Instant>,
     /// The kernel told of someone else's change to our table.
     pub recheck: bool,
+    /// A pod the API already had changed: what it was allowed may now be denied.
+    pub pods_updated: bool,
     /// Objects the API holds, per kind (pods, namespaces, policies).
     pub counts: (usize, usize, usize),
 }
@@ -191,6 +198,7 @@ impl Inbox {
                 synced: false,
                 since: None,
                 recheck: false,
+                pods_updated: false,
                 counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
             };
         }
@@ -201,6 +209,7 @@ impl Inbox {
             synced: s.synced(),
             since: s.since.take(),
             recheck: std::mem::take(&mut s.recheck),
+            pods_updated: std::mem::take(&mut s.pods.updated),
             counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
         }
     }

@@ -5,3 +5,15 @@
 
 pub mod enforce;
 pub mod inbox;
+
+use std::net::IpAddr;
+
+use hostnet::node::{NodeNetError, PolicyNet};
+
+/// The kernel as the NetworkPolicy loop uses it, owned by that loop's thread.
+pub struct PolicyKernel {
+    pub net: Box<dyn PolicyNet + Send>,
+    /// This node's own addresses now: connections to and from them never meet the
+    /// forward hook, so their conntrack entries are never judged.
+    pub local_addrs: Box<dyn Fn() -> Result<Vec<IpAddr>, NodeNetError> + Send>,
+}

@@ -61,6 +61,9 @@ pub struct PolicyMetrics {
     pub max_latency_us: AtomicU64,
     /// Conntrack entries of connections a change denied, deleted.
     pub connections_forgotten: AtomicU64,
+    /// Bridged traffic between pods of this node meets the forward hook (br_netfilter
+    /// loaded, `bridge-nf-call-iptables`/`-ip6tables` set).
+    pub bridge_netfilter: AtomicBool,
 }
 
 impl Metrics {
@@ -265,6 +268,12 @@ impl Metrics {
         for (name, kind, help, value) in policy_metrics {
             metric(name, kind, help, value);
         }
+        metric(
+            "netpol_bridge_netfilter",
+            "gauge",
+            "1 when bridged traffic between pods of this node meets the policy (br_netfilter).",
+            flag(&p.bridge_netfilter).to_string(),
+        );
         metric(
             "netpol_connections_forgotten_total",
             "counter",

@@ -148,4 +148,16 @@ impl<T: PolicyNet + ?Sized> PolicyNet for std::sync::Arc<T> {
     fn read_policy(&self) -> Result<Option<Program>, NodeNetError> {
         (**self).read_policy()
     }
+    fn conntrack(&self) -> Result<Vec<CtEntry>, NodeNetError> {
+        (**self).conntrack()
+    }
+    fn forget_connections(&self, entries: &[CtEntry]) -> Result<usize, NodeNetError> {
+        (**self).forget_connections(entries)
+    }
+    fn bridge_netfilter(&self) -> Result<BridgeNf, NodeNetError> {
+        (**self).bridge_netfilter()
+    }
+    fn enable_bridge_netfilter(&self) -> Result<(), NodeNetError> {
+        (**self).enable_bridge_netfilter()
+    }
 }

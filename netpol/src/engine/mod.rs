@@ -189,6 +189,12 @@ impl Engine {
         &self.prog
     }
 
+    /// The node's own addresses (`Program.local`): they change, e.g. the bridge's gateway
+    /// address appears with the node's first pod.
+    pub fn set_local(&mut self, addrs: impl IntoIterator<Item = IpAddr>) {
+        self.prog.local = addrs.into_iter().collect();
+    }
+
     /// A pod added or changed (`Pod::from_object` of the API's object).
     pub fn set_pod(&mut self, pod: Pod) -> Changes {
         let key = (pod.namespace.clone(), pod.name.clone());
