@@ -16,6 +16,8 @@ mod netpol_support;
 
 use std::sync::Mutex;
 
+use netpol::addr::Family;
+
 use cluster_support::{Cluster, api_for};
 use netpol_support::Suite;
 use serde_json::{Value, json};
@@ -277,6 +279,23 @@ fn netpol_updates() {
             s.check("policy deleted: before");
             s.delete_policy("x", "deny-all");
         });
+        s.case(
+            "an existing UDP flow stops when a new policy denies it",
+            |s| {
+                let flows = Family::BOTH.map(|f| s.udp_flow("y/a", "x/a", f, 80));
+                s.put_policy(
+                    "x",
+                    "deny-all",
+                    json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+                );
+                s.check("an existing UDP flow: new flows denied");
+                s.eventually(
+                    "an existing UDP flow stops (its conntrack entry flushed)",
+                    || flows.iter().all(|f| !f.echoes()),
+                    "y/a -> x/a:80 still echoed through the entry conntrack keeps",
+                );
+            },
+        );
         s.reset();
         s.check("every policy deleted");
     });

@@ -249,6 +249,38 @@ impl<'a> Suite<'a> {
         self.failed.push(report);
     }
 
+    /// A UDP flow from pod `from` to pod `to`'s `port` over `family`, echoing now.
+    pub fn udp_flow(&self, from: &str, to: &str, family: Family, port: u16) -> probe::Flow {
+        let dst = &self.pods[to];
+        let ip: IpAddr = match family {
+            Family::V4 => dst.ip4.into(),
+            Family::V6 => dst.ip6.into(),
+        };
+        let flow = probe::Flow::open(&self.pods[from].ns, std::net::SocketAddr::new(ip, port))
+            .unwrap_or_else(|| panic!("a UDP socket in {from}"));
+        assert!(
+            flow.echoes(),
+            "{from} -> {to}:{port} ({family:?}) with no policy"
+        );
+        flow
+    }
+
+    /// Records `name` passed when `holds` does within [`ROUNDS`] tries, else failed with
+    /// `detail`.
+    pub fn eventually(&mut self, name: &str, mut holds: impl FnMut() -> bool, detail: &str) {
+        for _ in 0..ROUNDS {
+            if holds() {
+                println!("case {name:?}: holds");
+                self.passed.push(name.to_string());
+                return;
+            }
+            std::thread::sleep(ROUND_PAUSE);
+        }
+        let report = format!("case {name:?}: does not hold after {ROUNDS} tries: {detail}");
+        eprintln!("{report}");
+        self.failed.push(report);
+    }
+
     /// The nodes whose agent's `/readyz` is not 200 after [`READY_WAIT`].
     fn unready_nodes(&self) -> Vec<String> {
         let deadline = Instant::now() + READY_WAIT;

@@ -151,3 +151,31 @@ pub fn sctp_available(ns: &NamedNetns) -> bool {
         }
     })
 }
+
+/// A UDP flow kept open: one socket (one source port, one conntrack entry) from a pod.
+pub struct Flow {
+    sock: UdpSocket,
+}
+
+impl Flow {
+    /// Connected from `ns` to `dst`; `None` when the socket cannot be made.
+    pub fn open(ns: &NamedNetns, dst: SocketAddr) -> Option<Flow> {
+        let any: IpAddr = match dst {
+            SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+        };
+        let sock = ns.run(|| UdpSocket::bind(SocketAddr::new(any, 0))).ok()?;
+        sock.connect(dst).ok()?;
+        sock.set_read_timeout(Some(UDP_WAIT)).ok()?;
+        Some(Flow { sock })
+    }
+
+    /// Whether a datagram of this flow is echoed now.
+    pub fn echoes(&self) -> bool {
+        let mut buf = [0u8; 16];
+        (0..UDP_TRIES).any(|_| {
+            self.sock.send(b"netpol-flow").is_ok()
+                && matches!(self.sock.recv(&mut buf), Ok(n) if &buf[..n] == b"netpol-flow")
+        })
+    }
+}
