@@ -198,7 +198,7 @@ fn main() {
         let runner = {
             let (shared, metrics, args, installer) =
                 (shared.clone(), metrics.clone(), &args, &installer);
-            s.spawn(move || agent::run(args, installer, client, Some(net), shared, metrics))
+            s.spawn(move || agent::run(args, installer, client, Some(net), None, shared, metrics))
         };
         wait_for("the first reconcile", Duration::from_secs(600), || {
             passes() >= 1

@@ -144,6 +144,18 @@ pub struct Args {
     #[arg(long, env = "CNI_RS_FILES_ONLY")]
     pub files_only: bool,
 
+    /// Enforce Kubernetes NetworkPolicy on this node (watches Pods, Namespaces and
+    /// NetworkPolicies cluster-wide; table `inet cni-rs-netpol`). `false`: policies are
+    /// not enforced and the table is removed.
+    #[arg(
+        long,
+        env = "CNI_RS_NETWORK_POLICY",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub network_policy: bool,
+
     /// The firewall portmap writes hostPort rules with (its `backend` field): iptables or
     /// nftables. Unset, portmap picks for itself (iptables when it works, else nftables), as
     /// the Go portmap does; nft-only nodes may want nftables set outright.

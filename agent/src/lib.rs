@@ -1,6 +1,6 @@
 //! cni-rs-agent: the DaemonSet's node agent. It puts the cni-rs plugins and this node's
 //! conflist onto the host, routes between the nodes' pods (direct routes or the VXLAN
-//! overlay) and masquerades what leaves the cluster. A library beside the binary so tests
+//! overlay), masquerades what leaves the cluster and enforces NetworkPolicy. A library beside the binary so tests
 //! run the agent in-process on a fake kernel.
 //!
 //! Its rooms, with the arrows one way (`control` uses all the others; none uses
@@ -9,6 +9,8 @@
 //! - `desired`: the state this node should hold, a pure function of the Nodes;
 //! - `reconcile`: only the difference applied, through `hostnet::node::NodeNet`;
 //! - `files`: the node's files (plugin binaries, conflist, leases, atomic installs);
+//! - `policy`: NetworkPolicy: the Pod, Namespace and NetworkPolicy watches into an
+//!   inbox, the `netpol` engine, the difference written through `hostnet`'s `PolicyNet`;
 //! - `serve`: `/readyz`, `/healthz`, `/metrics` and the metrics they show;
 //! - `control`: the modes (`--once`, the agent, `--uninstall`), the agent's loop, signals.
 
@@ -22,6 +24,7 @@ pub mod desired;
 pub mod error;
 pub mod files;
 pub mod kube;
+pub mod policy;
 pub mod reconcile;
 pub mod serve;
 

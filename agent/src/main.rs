@@ -20,8 +20,8 @@ fn main() -> ExitCode {
     hostnet::sysctl::set_root(args.sysctl_dir.clone());
     let result = if args.uninstall {
         match HostNodeNet::current() {
-            Ok(net) => run::uninstall(&args, Ok(&net as &dyn NodeNet)),
-            Err(e) => run::uninstall(&args, Err(e)),
+            Ok(net) => run::uninstall(&args, Ok(&net as &dyn NodeNet), Some(&net)),
+            Err(e) => run::uninstall(&args, Err(e), None),
         }
     } else if args.once {
         run::once(&args, &stop)

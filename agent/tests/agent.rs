@@ -23,7 +23,7 @@ use cni_rs_agent::control::{agent, run};
 use cni_rs_agent::kube::watcher::Shared;
 use cni_rs_agent::serve::Metrics;
 use hostnet::node::fake::FakeNodeNet;
-use hostnet::node::{Drift, NodeNet, OverlayPeer, PodRoute, VxlanSpec};
+use hostnet::node::{Drift, NodeNet, OverlayPeer, PodRoute, PolicyNet, VxlanSpec};
 use support::{NODE, Node, eventually};
 
 fn route(dst: &str, gw: &str) -> PodRoute {
@@ -103,6 +103,7 @@ fn with_agent_args(args: &Args, net: &FakeNodeNet, test: impl FnOnce(&Metrics)) 
                     installer,
                     client,
                     Some(net as &dyn NodeNet),
+                    None,
                     shared,
                     metrics,
                 )
@@ -432,8 +433,11 @@ fn uninstall_removes_our_files_routes_and_table_and_nothing_else() {
         vec!["10.244.8.0/24".parse().unwrap()],
     ))
     .unwrap();
+    net.replace_policy(&netpol::compile::base_program())
+        .unwrap();
     let args = args(&node);
-    run::uninstall(&args, Ok(&net)).unwrap();
+    run::uninstall(&args, Ok(&net), Some(&net)).unwrap();
+    assert!(net.with(|s| s.netpol.is_none()), "the policy table stayed");
     assert!(net.with(|s| s.vxlan.is_none() && s.overlay.is_empty()));
     assert_eq!(node.names("bin"), ["loopback", "macvlan"]);
     assert_eq!(node.names("net.d"), ["99-other.conflist"]);
@@ -441,7 +445,7 @@ fn uninstall_removes_our_files_routes_and_table_and_nothing_else() {
     assert!(net.with(|s| s.firewall.is_none()));
     assert_eq!(net.with(|s| s.foreign.len()), 1);
     // A second uninstall finds nothing to do and succeeds.
-    run::uninstall(&args, Ok(&net)).unwrap();
+    run::uninstall(&args, Ok(&net), Some(&net)).unwrap();
     // The kernel unreachable: the files still go, the error is reported.
     node.once_ok();
     let err = run::uninstall(
@@ -450,6 +454,7 @@ fn uninstall_removes_our_files_routes_and_table_and_nothing_else() {
             hostnet::node::Op::Open,
             std::io::Error::other("no netlink"),
         )),
+        None,
     )
     .unwrap_err();
     assert!(err.to_string().contains("no netlink"), "{err}");

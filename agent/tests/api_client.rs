@@ -234,8 +234,8 @@ fn pods_namespaces_and_policies_are_listed_and_watched_like_nodes() {
     let client = client(&node);
     let listing = client.list_of::<Pods>(&ListFrom::Cache).unwrap();
     assert_eq!(listing.items.len(), 1);
-    assert_eq!(listing.items[0].metadata.name, "a");
-    assert_eq!(listing.items[0].metadata.labels["pod"], "a");
+    assert_eq!(listing.items[0].name, "a");
+    assert_eq!(listing.items[0].labels["pod"], "a");
     // No policy yet: an empty list of the other group's kind.
     assert!(
         client
@@ -255,9 +255,9 @@ fn pods_namespaces_and_policies_are_listed_and_watched_like_nodes() {
     let Ok(Some(WatchEvent::Applied(b, _))) = watch.next_event() else {
         panic!("no ADDED event for pod b");
     };
-    assert_eq!(b.metadata.name, "b");
+    assert_eq!(b.name, "b");
     let Ok(Some(WatchEvent::Deleted(a, _))) = watch.next_event() else {
         panic!("no DELETED event for pod a");
     };
-    assert_eq!(a.metadata.name, "a");
+    assert_eq!(a.name, "a");
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hostnet::node::{NodeNet, VxlanSpec, Watch, overlay_address};
+use hostnet::node::{NodeNet, PolicyNet, VxlanSpec, Watch, overlay_address};
 use ipnetwork::IpNetwork;
 
 use crate::backoff::Backoff;
@@ -101,12 +101,14 @@ impl Hasher for Fnv {
 
 /// Runs the agent until `shared` is asked to stop: the watch thread, the health server and
 /// the reconcile loop. `net`: the kernel (None: it could not be opened: then never ready,
-/// unless `--files-only`, which only reads MTUs from it).
+/// unless `--files-only`, which only reads MTUs from it). `policy`: the kernel's
+/// NetworkPolicy side, with its own sockets for its own loop (None: not enforced).
 pub fn run(
     args: &Args,
     installer: &Installer,
     client: Client,
     net: Option<&dyn NodeNet>,
+    policy: Option<Box<dyn PolicyNet + Send>>,
     shared: Arc<Shared>,
     metrics: Arc<Metrics>,
 ) -> Result<(), RunError> {
@@ -125,6 +127,19 @@ pub fn run(
             .map_err(|e| RunError::Setup(format!("starting the health server: {e}")))?;
     }
     metrics.count_requests(client.requests());
+    let client = Arc::new(client);
+    if let Some(policy) = policy {
+        crate::policy::enforce::start(
+            &installer.node,
+            Vec::new(),
+            client.clone(),
+            shared.clone(),
+            policy,
+            metrics.clone(),
+            args.interval(),
+        )
+        .map_err(|e| RunError::Setup(format!("starting NetworkPolicy: {e}")))?;
+    }
     {
         let (shared, metrics) = (shared.clone(), metrics.clone());
         // Detached: at a stop it may sit in a read of the watch stream; the process ends.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hostnet::node::{NodeNet, NodeNetError};
+use hostnet::node::{NodeNet, NodeNetError, PolicyNet};
 
 use crate::backoff::Backoff;
 use crate::config::Args;
@@ -104,21 +104,44 @@ pub fn daemon(args: &Args, stop: Stop) -> Result<(), RunError> {
         args.bin_dir.display(),
         installer.conf_path().display(),
     ));
+    // Its own sockets: the NetworkPolicy loop runs beside the reconcile loop.
+    let policy = policy_net(args, net.is_some());
     let net = net.as_ref().map(|n| n as &dyn NodeNet);
     agent::run(
         args,
         &installer,
         client,
         net,
+        policy,
         shared,
         Arc::new(Metrics::default()),
     )
 }
 
+/// The kernel's NetworkPolicy side for the agent: None with --network-policy=false (then
+/// our table is removed, so a policy once enforced is not left behind half-true) or
+/// --files-only, or without a kernel.
+fn policy_net(args: &Args, kernel: bool) -> Option<Box<dyn PolicyNet + Send>> {
+    let net = hostnet::node::HostNodeNet::current()
+        .ok()
+        .filter(|_| kernel)?;
+    if args.network_policy && !args.files_only {
+        return Some(Box::new(net));
+    }
+    if let Err(e) = net.remove_policy() {
+        log(&format!("warning: removing the NetworkPolicy table: {e}"));
+    }
+    None
+}
+
 /// Removes our conflist, those of our binaries still identical to the source dir's, our
-/// routes, our VXLAN device (with its entries and routes) and our firewall table; nothing
-/// else.
-pub fn uninstall(args: &Args, net: Result<&dyn NodeNet, NodeNetError>) -> Result<(), RunError> {
+/// routes, our VXLAN device (with its entries and routes), our firewall table and our
+/// NetworkPolicy table (`policy`, the same kernel); nothing else.
+pub fn uninstall(
+    args: &Args,
+    net: Result<&dyn NodeNet, NodeNetError>,
+    policy: Option<&dyn PolicyNet>,
+) -> Result<(), RunError> {
     let bins = binaries::load(&args.source_dir).map_err(RunError::Setup)?;
     let conf = args.conf_dir.join(&args.conf_name);
     // The conflist first: runtimes stop using the network before its plugins go.
@@ -165,6 +188,13 @@ pub fn uninstall(args: &Args, net: Result<&dyn NodeNet, NodeNetError>) -> Result
     }
     net.remove_firewall()?;
     log("removed our firewall table (if there was one)");
+    if let Some(policy) = policy {
+        policy.remove_policy()?;
+        log(&format!(
+            "removed our NetworkPolicy table inet {} (if there was one)",
+            netpol::program::TABLE
+        ));
+    }
     match failed {
         Some(e) => Err(e.into()),
         None => Ok(()),

@@ -64,7 +64,26 @@ macro_rules! model_collection {
     };
 }
 
-model_collection!(Pods, netpol::model::Pod, "/api/v1/pods", "pod");
+/// Pods, kept as NetworkPolicy reads them (addresses, labels, node, named ports): the
+/// rest of a Pod object (a few KiB) is dropped as it arrives.
+pub struct Pods;
+
+impl Collection for Pods {
+    type Raw = netpol::model::Pod;
+    type Object = netpol::cluster::Pod;
+    const PATH: &'static str = "/api/v1/pods";
+    const NAME: &'static str = "pod";
+    fn name(raw: &netpol::model::Pod) -> &str {
+        &raw.metadata.name
+    }
+    fn resource_version(raw: &netpol::model::Pod) -> &str {
+        &raw.metadata.resource_version
+    }
+    fn keep(raw: netpol::model::Pod) -> netpol::cluster::Pod {
+        netpol::cluster::Pod::from_object(&raw)
+    }
+}
+
 model_collection!(
     Namespaces,
     netpol::model::Namespace,

@@ -35,6 +35,32 @@ pub struct Metrics {
     pub last_reconcile_us: AtomicU64,
     /// The API client's requests by kind and outcome (set when the watch starts).
     api_requests: OnceLock<Arc<Requests>>,
+    pub policy: PolicyMetrics,
+}
+
+/// NetworkPolicy enforcement, written by its loop (`policy::enforce`).
+#[derive(Default)]
+pub struct PolicyMetrics {
+    /// Enforcement is on (`--network-policy`): then readiness waits for it.
+    pub enabled: AtomicBool,
+    /// Every Pod, Namespace and NetworkPolicy seen so far is programmed in the kernel.
+    pub in_place: AtomicBool,
+    pub policies: AtomicU64,
+    /// Policies refused (enforced as deny-all for the pods they select).
+    pub refused: AtomicU64,
+    pub pods: AtomicU64,
+    pub chains: AtomicU64,
+    pub rules: AtomicU64,
+    pub set_elements: AtomicU64,
+    /// nf_tables transactions made, and those that failed.
+    pub transactions: AtomicU64,
+    pub errors: AtomicU64,
+    /// From a watch event's arrival to its change committed in the kernel: the last one
+    /// and the largest, in microseconds.
+    pub last_latency_us: AtomicU64,
+    pub max_latency_us: AtomicU64,
+    /// Conntrack entries of connections a change denied, deleted.
+    pub connections_forgotten: AtomicU64,
 }
 
 impl Metrics {
@@ -48,6 +74,7 @@ impl Metrics {
     }
 
     pub fn ready(&self) -> bool {
+        let policy = &self.policy;
         [
             &self.binaries,
             &self.conflist,
@@ -56,6 +83,7 @@ impl Metrics {
         ]
         .iter()
         .all(|f| f.load(Ordering::Relaxed))
+            && (!policy.enabled.load(Ordering::Relaxed) || policy.in_place.load(Ordering::Relaxed))
     }
 
     pub fn synced_now(&self) {
@@ -78,7 +106,7 @@ impl Metrics {
         metric(
             "ready",
             "gauge",
-            "1 when binaries, conflist, routes and firewall rules are in place.",
+            "1 when binaries, conflist, routes, firewall rules and NetworkPolicies are in place.",
             u8::from(self.ready()).to_string(),
         );
         metric(
@@ -158,6 +186,90 @@ impl Metrics {
             "gauge",
             "How long the last reconcile took (desired state, files, routes, rules).",
             format!("{:.6}", get(&self.last_reconcile_us) as f64 / 1e6),
+        );
+        let p = &self.policy;
+        let policy_metrics: [(&str, &str, &str, String); 12] = [
+            (
+                "netpol_enabled",
+                "gauge",
+                "1 when the agent enforces NetworkPolicy.",
+                flag(&p.enabled).to_string(),
+            ),
+            (
+                "netpol_in_place",
+                "gauge",
+                "1 when every Pod, Namespace and NetworkPolicy seen is programmed.",
+                flag(&p.in_place).to_string(),
+            ),
+            (
+                "netpol_policies",
+                "gauge",
+                "NetworkPolicies in the cluster.",
+                get(&p.policies).to_string(),
+            ),
+            (
+                "netpol_refused_policies",
+                "gauge",
+                "NetworkPolicies refused (their pods isolated: deny all).",
+                get(&p.refused).to_string(),
+            ),
+            (
+                "netpol_pods",
+                "gauge",
+                "Pods in the cluster.",
+                get(&p.pods).to_string(),
+            ),
+            (
+                "netpol_chains",
+                "gauge",
+                "Chains in this node's table inet cni-rs-netpol.",
+                get(&p.chains).to_string(),
+            ),
+            (
+                "netpol_rules",
+                "gauge",
+                "Rules in this node's table inet cni-rs-netpol.",
+                get(&p.rules).to_string(),
+            ),
+            (
+                "netpol_set_elements",
+                "gauge",
+                "Set and map elements in this node's table inet cni-rs-netpol.",
+                get(&p.set_elements).to_string(),
+            ),
+            (
+                "netpol_transactions_total",
+                "counter",
+                "nf_tables transactions made for NetworkPolicy.",
+                get(&p.transactions).to_string(),
+            ),
+            (
+                "netpol_errors_total",
+                "counter",
+                "NetworkPolicy transactions or reads that failed.",
+                get(&p.errors).to_string(),
+            ),
+            (
+                "netpol_last_sync_latency_seconds",
+                "gauge",
+                "From the watch event's arrival to the kernel, for the last change.",
+                format!("{:.6}", get(&p.last_latency_us) as f64 / 1e6),
+            ),
+            (
+                "netpol_max_sync_latency_seconds",
+                "gauge",
+                "The largest such latency since the agent started.",
+                format!("{:.6}", get(&p.max_latency_us) as f64 / 1e6),
+            ),
+        ];
+        for (name, kind, help, value) in policy_metrics {
+            metric(name, kind, help, value);
+        }
+        metric(
+            "netpol_connections_forgotten_total",
+            "counter",
+            "Conntrack entries of connections a NetworkPolicy change denied, deleted.",
+            get(&p.connections_forgotten).to_string(),
         );
         if let Some(r) = self.api_requests.get() {
             render_requests(&mut out, r);

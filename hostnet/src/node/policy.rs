@@ -81,3 +81,22 @@ impl PolicyNet for HostNodeNet {
         self.with_nft(Op::ReadPolicy, policy::read)
     }
 }
+
+/// One kernel (or fake) shared by the agent's loops and a test that looks at it.
+impl<T: PolicyNet + ?Sized> PolicyNet for std::sync::Arc<T> {
+    fn replace_policy(&self, program: &Program) -> Result<(), NodeNetError> {
+        (**self).replace_policy(program)
+    }
+    fn apply_policy(&self, changes: &Changes) -> Result<(), NodeNetError> {
+        (**self).apply_policy(changes)
+    }
+    fn remove_policy(&self) -> Result<(), NodeNetError> {
+        (**self).remove_policy()
+    }
+    fn policy_matches(&self, program: &Program) -> Result<bool, NodeNetError> {
+        (**self).policy_matches(program)
+    }
+    fn read_policy(&self) -> Result<Option<Program>, NodeNetError> {
+        (**self).read_policy()
+    }
+}

@@ -1,0 +1,355 @@
+//! Where the Pod, Namespace and NetworkPolicy watches leave what they read for the
+//! enforcement loop: per object, only its latest state (a burst of events for one pod is
+//! one change), unchanged objects dropped (a Pod's status heartbeat changes nothing
+//! NetworkPolicy reads), and whether each kind has been listed once. The objects
+//! themselves live in the engine, not here: the inbox keeps a key and a fingerprint per
+//! object, to tell a re-list's deletions and unchanged objects.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use netpol::cluster::Pod;
+use netpol::model::{Namespace, NetworkPolicy};
+
+use crate::kube::collection::{Namespaces, NetworkPolicies, Pods, WatchEvent};
+use crate::kube::watcher::Cache;
+
+/// Far beyond Kubernetes' tested 150,000 pods; more is refused (and re-listed after a
+/// backoff) rather than grown without bound.
+pub const MAX_PODS: usize = 1_000_000;
+pub const MAX_NAMESPACES: usize = 100_000;
+pub const MAX_POLICIES: usize = 100_000;
+
+/// `namespace/name` (a Namespace: its name).
+pub type Key = String;
+
+/// One kind's changes since the loop last took them.
+pub struct Kind<T> {
+    /// Fingerprints of every object the API holds, as last seen.
+    known: HashMap<Key, u64>,
+    /// Per changed object: its new state, or None: deleted.
+    pub pending: HashMap<Key, Option<T>>,
+    pub listed: bool,
+    max: usize,
+}
+
+impl<T: Debug> Kind<T> {
+    fn new(max: usize) -> Kind<T> {
+        Kind {
+            known: HashMap::new(),
+            pending: HashMap::new(),
+            listed: false,
+            max,
+        }
+    }
+
+    /// A full list: every object not in it is deleted, every changed one pending.
+    fn replace(&mut self, items: Vec<(Key, T)>, what: &str) -> Result<bool, String> {
+        if items.len() > self.max {
+            return Err(format!("the {what} list has more than {} items", self.max));
+        }
+        let mut changed = !self.listed;
+        let mut now = HashMap::with_capacity(items.len());
+        for (key, object) in items {
+            let print = fingerprint(&object);
+            if self.known.get(&key) != Some(&print) {
+                self.pending.insert(key.clone(), Some(object));
+                changed = true;
+            }
+            now.insert(key, print);
+        }
+        for gone in self.known.keys().filter(|k| !now.contains_key(*k)) {
+            self.pending.insert(gone.clone(), None);
+            changed = true;
+        }
+        self.known = now;
+        self.listed = true;
+        Ok(changed)
+    }
+
+    fn applied(&mut self, key: Key, object: T, what: &str) -> Result<bool, String> {
+        let print = fingerprint(&object);
+        if self.known.get(&key) == Some(&print) {
+            return Ok(false);
+        }
+        if !self.known.contains_key(&key) && self.known.len() >= self.max {
+            return Err(format!("more than {} {what}s", self.max));
+        }
+        self.known.insert(key.clone(), print);
+        self.pending.insert(key, Some(object));
+        Ok(true)
+    }
+
+    fn deleted(&mut self, key: Key) -> bool {
+        if self.known.remove(&key).is_none() {
+            return false;
+        }
+        self.pending.insert(key, None);
+        true
+    }
+
+    fn count(&self) -> usize {
+        self.known.len()
+    }
+}
+
+/// What changed, taken at once by the loop.
+pub struct Changes {
+    pub pods: Kind<Pod>,
+    pub namespaces: Kind<Namespace>,
+    pub policies: Kind<NetworkPolicy>,
+    /// When the oldest change not yet taken arrived (the API-to-kernel latency's start).
+    pub since: Option<Instant>,
+    /// Something changed since the loop last took (a first list, even an empty one).
+    dirty: bool,
+}
+
+impl Changes {
+    /// Every kind has been listed once: the cluster is known.
+    pub fn synced(&self) -> bool {
+        self.pods.listed && self.namespaces.listed && self.policies.listed
+    }
+
+    fn empty() -> Changes {
+        Changes {
+            pods: Kind::new(MAX_PODS),
+            namespaces: Kind::new(MAX_NAMESPACES),
+            policies: Kind::new(MAX_POLICIES),
+            since: None,
+            dirty: false,
+        }
+    }
+}
+
+pub struct Inbox {
+    state: Mutex<Changes>,
+    changed: Condvar,
+}
+
+impl Default for Inbox {
+    fn default() -> Inbox {
+        Inbox {
+            state: Mutex::new(Changes::empty()),
+            changed: Condvar::new(),
+        }
+    }
+}
+
+/// What [`Inbox::take`] hands out: the pending changes (the fingerprints stay behind).
+pub struct Batch {
+    pub pods: HashMap<Key, Option<Pod>>,
+    pub namespaces: HashMap<Key, Option<Namespace>>,
+    pub policies: HashMap<Key, Option<NetworkPolicy>>,
+    pub synced: bool,
+    pub since: Option<Instant>,
+    /// Objects the API holds, per kind (pods, namespaces, policies).
+    pub counts: (usize, usize, usize),
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty() && self.namespaces.is_empty() && self.policies.is_empty()
+    }
+}
+
+impl Inbox {
+    fn lock(&self) -> MutexGuard<'_, Changes> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits up to `timeout` for changes; takes whatever is pending (maybe nothing), once
+    /// every kind has been listed.
+    pub fn take(&self, timeout: Duration) -> Batch {
+        let end = Instant::now() + timeout;
+        let mut s = self.lock();
+        while !s.dirty {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            s = self
+                .changed
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        s.dirty = false;
+        if !s.synced() {
+            // Kept until every kind is listed: the first programming sees them all.
+            return Batch {
+                pods: HashMap::new(),
+                namespaces: HashMap::new(),
+                policies: HashMap::new(),
+                synced: false,
+                since: None,
+                counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
+            };
+        }
+        Batch {
+            pods: std::mem::take(&mut s.pods.pending),
+            namespaces: std::mem::take(&mut s.namespaces.pending),
+            policies: std::mem::take(&mut s.policies.pending),
+            synced: s.synced(),
+            since: s.since.take(),
+            counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
+        }
+    }
+
+    /// Runs `f` on the state and wakes the loop if it says something changed.
+    fn update(&self, f: impl FnOnce(&mut Changes) -> Result<bool, String>) -> Result<(), String> {
+        let mut s = self.lock();
+        let changed = f(&mut s)?;
+        if changed {
+            s.dirty = true;
+            s.since.get_or_insert_with(Instant::now);
+            self.changed.notify_all();
+        }
+        Ok(())
+    }
+}
+
+fn fingerprint(object: &impl Debug) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{object:?}").hash(&mut h);
+    h.finish()
+}
+
+fn namespaced(namespace: &str, name: &str) -> Key {
+    format!("{namespace}/{name}")
+}
+
+impl Cache<Pods> for Inbox {
+    fn replace(&self, items: Vec<Pod>) -> Result<(), String> {
+        let items = items
+            .into_iter()
+            .map(|p| (namespaced(&p.namespace, &p.name), p))
+            .collect();
+        self.update(|s| s.pods.replace(items, "pod"))
+    }
+
+    fn apply(&self, event: WatchEvent<Pod>) -> Result<(), String> {
+        self.update(|s| match event {
+            WatchEvent::Applied(p, _) => {
+                let key = namespaced(&p.namespace, &p.name);
+                s.pods.applied(key, p, "pod")
+            }
+            WatchEvent::Deleted(p, _) => Ok(s.pods.deleted(namespaced(&p.namespace, &p.name))),
+            WatchEvent::Bookmark(_) | WatchEvent::Error { .. } => Ok(false),
+        })
+    }
+}
+
+impl Cache<Namespaces> for Inbox {
+    fn replace(&self, items: Vec<Namespace>) -> Result<(), String> {
+        let items = items
+            .into_iter()
+            .map(|n| (n.metadata.name.clone(), n))
+            .collect();
+        self.update(|s| s.namespaces.replace(items, "namespace"))
+    }
+
+    fn apply(&self, event: WatchEvent<Namespace>) -> Result<(), String> {
+        self.update(|s| match event {
+            WatchEvent::Applied(n, _) => {
+                let key = n.metadata.name.clone();
+                s.namespaces.applied(key, n, "namespace")
+            }
+            WatchEvent::Deleted(n, _) => Ok(s.namespaces.deleted(n.metadata.name)),
+            WatchEvent::Bookmark(_) | WatchEvent::Error { .. } => Ok(false),
+        })
+    }
+}
+
+impl Cache<NetworkPolicies> for Inbox {
+    fn replace(&self, items: Vec<NetworkPolicy>) -> Result<(), String> {
+        let items = items
+            .into_iter()
+            .map(|p| (namespaced(&p.metadata.namespace, &p.metadata.name), p))
+            .collect();
+        self.update(|s| s.policies.replace(items, "networkpolicy"))
+    }
+
+    fn apply(&self, event: WatchEvent<NetworkPolicy>) -> Result<(), String> {
+        self.update(|s| match event {
+            WatchEvent::Applied(p, _) => {
+                let key = namespaced(&p.metadata.namespace, &p.metadata.name);
+                s.policies.applied(key, p, "networkpolicy")
+            }
+            WatchEvent::Deleted(p, _) => Ok(s
+                .policies
+                .deleted(namespaced(&p.metadata.namespace, &p.metadata.name))),
+            WatchEvent::Bookmark(_) | WatchEvent::Error { .. } => Ok(false),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, label: &str) -> Pod {
+        let object: netpol::model::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "namespace": "x", "labels": { "pod": label } },
+            "spec": { "nodeName": "n1" },
+            "status": { "podIPs": [{ "ip": "10.1.1.1" }] }
+        }))
+        .unwrap();
+        Pod::from_object(&object)
+    }
+
+    fn list_all(inbox: &Inbox, pods: Vec<Pod>) {
+        Cache::<Pods>::replace(inbox, pods).unwrap();
+        Cache::<Namespaces>::replace(inbox, vec![]).unwrap();
+        Cache::<NetworkPolicies>::replace(inbox, vec![]).unwrap();
+    }
+
+    #[test]
+    fn nothing_is_handed_out_before_every_kind_is_listed() {
+        let inbox = Inbox::default();
+        Cache::<Pods>::replace(&inbox, vec![pod("a", "a")]).unwrap();
+        let batch = inbox.take(Duration::ZERO);
+        assert!(!batch.synced && batch.is_empty());
+        Cache::<Namespaces>::replace(&inbox, vec![]).unwrap();
+        Cache::<NetworkPolicies>::replace(&inbox, vec![]).unwrap();
+        let batch = inbox.take(Duration::ZERO);
+        assert!(batch.synced);
+        assert_eq!(batch.pods.len(), 1, "the pod listed first was kept");
+    }
+
+    #[test]
+    fn events_coalesce_per_object_and_unchanged_objects_are_dropped() {
+        let inbox = Inbox::default();
+        list_all(&inbox, vec![pod("a", "a")]);
+        let _ = inbox.take(Duration::ZERO);
+        // A status heartbeat: nothing NetworkPolicy reads changed.
+        Cache::<Pods>::apply(&inbox, WatchEvent::Applied(pod("a", "a"), "2".into())).unwrap();
+        assert!(inbox.take(Duration::ZERO).is_empty());
+        for label in ["b", "c", "d"] {
+            Cache::<Pods>::apply(&inbox, WatchEvent::Applied(pod("a", label), "3".into())).unwrap();
+        }
+        let batch = inbox.take(Duration::ZERO);
+        assert_eq!(batch.pods.len(), 1);
+        assert_eq!(batch.pods["x/a"].as_ref().unwrap().labels["pod"], "d");
+        assert!(batch.since.is_some());
+    }
+
+    #[test]
+    fn a_relist_deletes_what_is_gone_and_passes_only_what_changed() {
+        let inbox = Inbox::default();
+        list_all(&inbox, vec![pod("a", "a"), pod("b", "b")]);
+        let _ = inbox.take(Duration::ZERO);
+        Cache::<Pods>::replace(&inbox, vec![pod("a", "a"), pod("c", "c")]).unwrap();
+        let batch = inbox.take(Duration::ZERO);
+        let mut keys: Vec<_> = batch
+            .pods
+            .iter()
+            .map(|(k, v)| (k.clone(), v.is_some()))
+            .collect();
+        keys.sort();
+        assert_eq!(keys, [("x/b".into(), false), ("x/c".into(), true)]);
+        assert_eq!(batch.counts.0, 2);
+    }
+}

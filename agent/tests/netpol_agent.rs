@@ -1,0 +1,359 @@
+//! NetworkPolicy through the whole agent, on the fake kernel (no root): the watches of
+//! Pods, Namespaces and NetworkPolicies on the stub API server, the engine, the table in
+//! the kernel, readiness. The table the agent leaves in the (fake) kernel is compared with
+//! `netpol::compile` of the objects the stub serves, and packets are run through it.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use clap::Parser;
+use cni_rs_agent::config::Args;
+use cni_rs_agent::control::{agent, run};
+use cni_rs_agent::kube::watcher::Shared;
+use cni_rs_agent::serve::Metrics;
+use hostnet::node::fake::FakeNodeNet;
+use hostnet::node::{NodeNet, PolicyNet};
+use netpol::eval::Packet;
+use serde_json::{Value, json};
+use support::apiserver::ObjectKind;
+use support::{NODE, Node, eventually};
+
+const TCP: u8 = 6;
+
+fn fake() -> FakeNodeNet {
+    FakeNodeNet::new(
+        vec!["172.18.0.0/24".parse().unwrap()],
+        vec!["172.18.0.2".parse().unwrap()],
+    )
+}
+
+fn args(node: &Node) -> Args {
+    let d = |p: &str| node.dir.join(p).display().to_string();
+    Args::try_parse_from([
+        "cni-rs-agent".to_string(),
+        format!("--source-dir={}", d("src")),
+        format!("--bin-dir={}", d("bin")),
+        format!("--conf-dir={}", d("net.d")),
+        format!("--node-name={NODE}"),
+        format!("--api-server={}", node.api.url()),
+        format!("--token-file={}", d("sa/token")),
+        format!("--ca-file={}", d("sa/ca.crt")),
+        format!("--ipam-data-dir={}", d("leases")),
+        "--health-listen=127.0.0.1:0".into(),
+        "--interval=1".into(),
+        "--mtu=1400".into(),
+    ])
+    .unwrap()
+}
+
+struct StopOnDrop(Arc<Shared>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.request_stop(0);
+    }
+}
+
+/// The agent on `net` (routes) and `policy` (its NetworkPolicy kernel) while `test` runs.
+fn with_agent(
+    node: &Node,
+    net: &FakeNodeNet,
+    policy: &Arc<FakeNodeNet>,
+    test: impl FnOnce(&Metrics),
+) {
+    let args = args(node);
+    let installer = cni_rs_agent::files::Installer::new(&args).unwrap();
+    let client = run::client(&args).unwrap();
+    let shared = Arc::new(Shared::default());
+    let metrics = Arc::new(Metrics::default());
+    std::thread::scope(|s| {
+        let agent = {
+            let (shared, metrics, args, installer) =
+                (shared.clone(), metrics.clone(), &args, &installer);
+            let policy: Box<dyn PolicyNet + Send> = Box::new(policy.clone());
+            s.spawn(move || {
+                agent::run(
+                    args,
+                    installer,
+                    client,
+                    Some(net as &dyn NodeNet),
+                    Some(policy),
+                    shared,
+                    metrics,
+                )
+            })
+        };
+        let stop = StopOnDrop(shared.clone());
+        test(&metrics);
+        drop(stop);
+        agent.join().unwrap().unwrap();
+    });
+}
+
+fn namespace(name: &str) -> Value {
+    json!({ "metadata": { "name": name, "labels": { "ns": name } } })
+}
+
+fn pod(ns: &str, name: &str, node: &str, ip: &str, label: &str) -> Value {
+    json!({
+        "metadata": { "name": name, "namespace": ns, "labels": { "pod": label } },
+        "spec": { "nodeName": node, "containers": [{ "name": "c", "ports": [
+            { "name": "serve-80", "containerPort": 80, "protocol": "TCP" }] }] },
+        "status": { "phase": "Running", "podIPs": [{ "ip": ip }] }
+    })
+}
+
+fn policy(ns: &str, name: &str, spec: Value) -> Value {
+    json!({ "metadata": { "name": name, "namespace": ns }, "spec": spec })
+}
+
+/// The objects the stub serves, as the test put them.
+#[derive(Default)]
+struct World {
+    namespaces: BTreeMap<String, Value>,
+    pods: BTreeMap<String, Value>,
+    policies: BTreeMap<String, Value>,
+}
+
+impl World {
+    fn put(&mut self, node: &Node, kind: ObjectKind, object: Value) {
+        let meta = &object["metadata"];
+        let key = format!(
+            "{}/{}",
+            meta["namespace"].as_str().unwrap_or(""),
+            meta["name"].as_str().unwrap()
+        );
+        let map = match kind {
+            ObjectKind::Pod => &mut self.pods,
+            ObjectKind::Namespace => &mut self.namespaces,
+            ObjectKind::NetworkPolicy => &mut self.policies,
+        };
+        map.insert(key, object.clone());
+        node.api.put_object(kind, object);
+    }
+
+    fn delete(&mut self, node: &Node, kind: ObjectKind, ns: &str, name: &str) {
+        let map = match kind {
+            ObjectKind::Pod => &mut self.pods,
+            ObjectKind::Namespace => &mut self.namespaces,
+            ObjectKind::NetworkPolicy => &mut self.policies,
+        };
+        map.remove(&format!("{ns}/{name}"));
+        node.api.delete_object(kind, ns, name);
+    }
+
+    /// `netpol::compile` of the objects, for this node: the table the kernel must hold.
+    fn compiled(&self) -> netpol::program::Program {
+        let namespaces: Vec<netpol::model::Namespace> = decode(&self.namespaces);
+        let pods: Vec<netpol::model::Pod> = decode(&self.pods);
+        let policies: Vec<netpol::model::NetworkPolicy> = decode(&self.policies);
+        let cluster = netpol::cluster::Cluster::new(&namespaces, &pods, &policies, BTreeMap::new());
+        netpol::compile::compile(&cluster, NODE)
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(m: &BTreeMap<String, Value>) -> Vec<T> {
+    m.values()
+        .map(|v| serde_json::from_value(v.clone()).unwrap())
+        .collect()
+}
+
+/// The kernel's table is exactly the compiled program (sets with elements, chains).
+fn table_is(policy: &FakeNodeNet, want: &netpol::program::Program) -> bool {
+    let held = policy.read_policy().unwrap().unwrap_or_default();
+    let same = held.sets == want.sets && held.chains == want.chains;
+    if !same && std::env::var_os("NETPOL_DEBUG").is_some() {
+        eprintln!("{:#?}", netpol::diff::diff(&held, want));
+    }
+    same
+}
+
+fn passes(policy: &FakeNodeNet, src: &str, dst: &str, port: u16) -> bool {
+    policy
+        .policy_passes(&Packet {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            proto: TCP,
+            port,
+        })
+        .unwrap()
+}
+
+#[test]
+fn policies_pods_and_namespaces_are_enforced_as_they_change_and_gate_readiness() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    let (net, kernel) = (fake(), Arc::new(fake()));
+    let mut w = World::default();
+    w.put(&node, ObjectKind::Namespace, namespace("x"));
+    w.put(&node, ObjectKind::Namespace, namespace("y"));
+    // a: this node's; b, c: another node's.
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("x", "a", NODE, "10.244.1.5", "a"),
+    );
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("x", "b", "node-2", "10.244.2.5", "b"),
+    );
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("y", "c", "node-2", "10.244.2.6", "c"),
+    );
+    // Deny all ingress to x's pods, before the agent starts.
+    w.put(
+        &node,
+        ObjectKind::NetworkPolicy,
+        policy("x", "deny", json!({ "podSelector": {} })),
+    );
+    with_agent(&node, &net, &kernel, |metrics| {
+        eventually("ready", || metrics.ready());
+        assert!(metrics.policy.in_place.load(Ordering::Relaxed));
+        assert!(
+            table_is(&kernel, &w.compiled()),
+            "the table is not the compiled policies"
+        );
+        assert!(
+            !passes(&kernel, "10.244.2.5", "10.244.1.5", 80),
+            "deny-all let b reach a"
+        );
+        // a may still send (no egress policy).
+        assert!(passes(&kernel, "10.244.1.5", "10.244.2.6", 80));
+
+        // Allow from namespace y's pods labelled c, on the named port.
+        w.put(
+            &node,
+            ObjectKind::NetworkPolicy,
+            policy(
+                "x",
+                "from-c",
+                json!({
+                    "podSelector": { "matchLabels": { "pod": "a" } },
+                    "ingress": [{ "from": [{ "namespaceSelector": { "matchLabels": { "ns": "y" } },
+                                             "podSelector": { "matchLabels": { "pod": "c" } } }],
+                                  "ports": [{ "port": "serve-80" }] }]
+                }),
+            ),
+        );
+        eventually("the new policy", || table_is(&kernel, &w.compiled()));
+        assert!(passes(&kernel, "10.244.2.6", "10.244.1.5", 80));
+        assert!(
+            !passes(&kernel, "10.244.2.6", "10.244.1.5", 81),
+            "a port not allowed"
+        );
+        assert!(
+            !passes(&kernel, "10.244.2.5", "10.244.1.5", 80),
+            "b is in x, not y"
+        );
+
+        // A pod relabelled: c is no longer a c.
+        w.put(
+            &node,
+            ObjectKind::Pod,
+            pod("y", "c", "node-2", "10.244.2.6", "other"),
+        );
+        eventually("c relabelled", || table_is(&kernel, &w.compiled()));
+        assert!(!passes(&kernel, "10.244.2.6", "10.244.1.5", 80));
+
+        // A namespace relabelled: y is no longer ns=y, the pod back to c: still denied.
+        w.put(
+            &node,
+            ObjectKind::Pod,
+            pod("y", "c", "node-2", "10.244.2.6", "c"),
+        );
+        w.put(
+            &node,
+            ObjectKind::Namespace,
+            json!({ "metadata": { "name": "y", "labels": { "ns": "z" } } }),
+        );
+        eventually("y relabelled", || table_is(&kernel, &w.compiled()));
+        assert!(!passes(&kernel, "10.244.2.6", "10.244.1.5", 80));
+
+        // A new remote pod in y labelled c after y is ns=y again: allowed at once.
+        w.put(&node, ObjectKind::Namespace, namespace("y"));
+        w.put(
+            &node,
+            ObjectKind::Pod,
+            pod("y", "d", "node-3", "10.244.3.7", "c"),
+        );
+        eventually("d started", || table_is(&kernel, &w.compiled()));
+        assert!(passes(&kernel, "10.244.3.7", "10.244.1.5", 80));
+
+        // Both policies deleted: nothing isolates a.
+        w.delete(&node, ObjectKind::NetworkPolicy, "x", "deny");
+        w.delete(&node, ObjectKind::NetworkPolicy, "x", "from-c");
+        eventually("policies deleted", || table_is(&kernel, &w.compiled()));
+        assert!(passes(&kernel, "10.244.2.5", "10.244.1.5", 81));
+        assert!(metrics.ready());
+        let rendered = metrics.render();
+        assert!(rendered.contains("cni_rs_netpol_in_place 1"), "{rendered}");
+        assert!(rendered.contains("cni_rs_netpol_pods 4"), "{rendered}");
+    });
+}
+
+#[test]
+fn a_refused_policy_isolates_its_pods_and_is_counted() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    let (net, kernel) = (fake(), Arc::new(fake()));
+    let mut w = World::default();
+    w.put(&node, ObjectKind::Namespace, namespace("x"));
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("x", "a", NODE, "10.244.1.5", "a"),
+    );
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("x", "b", "node-2", "10.244.2.5", "b"),
+    );
+    // An allow-all ingress with a protocol the API does not have: refused, deny-all.
+    w.put(
+        &node,
+        ObjectKind::NetworkPolicy,
+        policy(
+            "x",
+            "bad",
+            json!({
+                "podSelector": {},
+                "ingress": [{ "ports": [{ "protocol": "ICMP", "port": 1 }] }]
+            }),
+        ),
+    );
+    with_agent(&node, &net, &kernel, |metrics| {
+        eventually("ready", || metrics.ready());
+        assert_eq!(metrics.policy.refused.load(Ordering::Relaxed), 1);
+        assert!(table_is(&kernel, &w.compiled()));
+        assert!(
+            !passes(&kernel, "10.244.2.5", "10.244.1.5", 1),
+            "a refused policy allowed"
+        );
+    });
+}
+
+#[test]
+fn the_node_is_not_ready_while_the_kernel_refuses_the_table_and_recovers() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    let (net, kernel) = (fake(), Arc::new(fake()));
+    kernel.with(|s| s.fail.insert("replace_policy"));
+    kernel.with(|s| s.fail.insert("apply_policy"));
+    with_agent(&node, &net, &kernel, |metrics| {
+        eventually("a failed programming", || {
+            metrics.policy.errors.load(Ordering::Relaxed) > 0
+        });
+        assert!(!metrics.ready(), "ready without the policy table");
+        assert!(
+            metrics.routes_ok.load(Ordering::Relaxed),
+            "routes wait for policies"
+        );
+        kernel.with(|s| s.fail.remove("replace_policy"));
+        kernel.with(|s| s.fail.remove("apply_policy"));
+        eventually("ready after the retry", || metrics.ready());
+        assert!(table_is(&kernel, &World::default().compiled()));
+    });
+}
