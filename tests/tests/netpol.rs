@@ -95,6 +95,20 @@ fn netpol_deny_all_and_selectors() {
             let rules = json!([{"from": [{"namespaceSelector": ns("y")}]}]);
             s.put_policy("x", "allow-y", ingress_to_xa(rules));
         });
+        s.case(
+            "allow ingress from every namespace (empty namespace selector)",
+            |s| {
+                let rules = json!([{"from": [{"namespaceSelector": {}}]}]);
+                s.put_policy("x", "allow-all-ns", ingress_to_xa(rules));
+            },
+        );
+        s.case(
+            "deny ingress from other namespaces (empty pod selector)",
+            |s| {
+                let spec = json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]});
+                s.put_policy("x", "own-ns-only", spec);
+            },
+        );
         s.case("pod and namespace selector in one peer", |s| {
             let peer = json!({
                 "namespaceSelector": {"matchExpressions": [{"key": "ns", "operator": "NotIn", "values": ["x"]}]},
@@ -209,6 +223,20 @@ fn netpol_egress_and_ip_blocks() {
                 ];
                 let from = ip_blocks(["10.244.0.0/16".into(), "fd00:10:244::/48".into()], except);
                 s.put_policy("x", "ranges-but-yb", ingress_to_xa(json!([{"from": from}])));
+            },
+        );
+        s.case(
+            "ipBlock with except (egress, the pod ranges but z's pods)",
+            |s| {
+                let except = ["z/a", "z/b", "z/c"].map(|k| {
+                    let p = s.pod(k);
+                    [format!("{}/32", p.ip4), format!("{}/128", p.ip6)]
+                });
+                let to = ip_blocks(
+                    ["10.244.0.0/16".into(), "fd00:10:244::/48".into()],
+                    [0, 1].map(|f| except.iter().map(|e| e[f].clone()).collect()),
+                );
+                s.put_policy("x", "ranges-but-z", egress_from_xa(json!([{"to": to}])));
             },
         );
         s.case("ipBlock (egress to z/c's addresses)", |s| {
