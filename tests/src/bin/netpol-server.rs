@@ -1,6 +1,6 @@
 //! The NetworkPolicy suite's server in a pod (`netpol-server PORT...`): on each port, both
-//! families (one dual-stack `[::]` socket each), TCP accepts and closes, UDP echoes each
-//! datagram, SCTP accepts and closes when the kernel has SCTP (else says so on stderr).
+//! families (one dual-stack `[::]` socket each), TCP and UDP echo (a TCP probe only
+//! connects), SCTP accepts and closes when the kernel has SCTP.
 //! Prints `ready sctp` (or `ready no-sctp`, the kernel having none) on stdout once every
 //! socket is bound, then serves until killed.
 
@@ -34,9 +34,13 @@ fn main() {
         let tcp =
             TcpListener::bind(any(port)).unwrap_or_else(|e| fail(&format!("tcp {port}: {e}")));
         servers.push(std::thread::spawn(move || {
-            // Accepting completes the handshake for the client; nothing else is needed.
-            for conn in tcp.incoming() {
-                drop(conn);
+            // Accepting completes a probe's handshake; the echo serves a connection kept open.
+            for conn in tcp.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut conn = conn;
+                    let mut back = conn.try_clone()?;
+                    std::io::copy(&mut conn, &mut back)
+                });
             }
         }));
         let udp = UdpSocket::bind(any(port)).unwrap_or_else(|e| fail(&format!("udp {port}: {e}")));

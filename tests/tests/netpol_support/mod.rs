@@ -249,18 +249,31 @@ impl<'a> Suite<'a> {
         self.failed.push(report);
     }
 
-    /// A UDP flow from pod `from` to pod `to`'s `port` over `family`, echoing now.
-    pub fn udp_flow(&self, from: &str, to: &str, family: Family, port: u16) -> probe::Flow {
+    /// A flow of `proto` (TCP or UDP) from pod `from` to pod `to`'s `port` over `family`,
+    /// echoing now.
+    pub fn flow(
+        &self,
+        proto: Protocol,
+        from: &str,
+        to: &str,
+        family: Family,
+        port: u16,
+    ) -> probe::Flow {
         let dst = &self.pods[to];
         let ip: IpAddr = match family {
             Family::V4 => dst.ip4.into(),
             Family::V6 => dst.ip6.into(),
         };
-        let flow = probe::Flow::open(&self.pods[from].ns, std::net::SocketAddr::new(ip, port))
-            .unwrap_or_else(|| panic!("a UDP socket in {from}"));
+        let (ns, dst) = (&self.pods[from].ns, std::net::SocketAddr::new(ip, port));
+        let flow = match proto {
+            Protocol::Tcp => probe::Flow::tcp(ns, dst),
+            Protocol::Udp => probe::Flow::udp(ns, dst),
+            Protocol::Sctp => unimplemented!("an SCTP flow"),
+        }
+        .unwrap_or_else(|| panic!("{proto:?} {from} -> {to}:{port} ({family:?}) with no policy"));
         assert!(
             flow.echoes(),
-            "{from} -> {to}:{port} ({family:?}) with no policy"
+            "{proto:?} {from} -> {to}:{port} ({family:?}) with no policy echoes"
         );
         flow
     }

@@ -153,14 +153,24 @@ pub fn sctp_available(ns: &NamedNetns) -> bool {
     })
 }
 
-/// A UDP flow kept open: one socket (one source port, one conntrack entry) from a pod.
-pub struct Flow {
-    sock: UdpSocket,
+/// A flow kept open from a pod: one socket (one source port, one conntrack entry).
+pub enum Flow {
+    Udp(UdpSocket),
+    Tcp(TcpStream),
 }
 
 impl Flow {
-    /// Connected from `ns` to `dst`; `None` when the socket cannot be made.
-    pub fn open(ns: &NamedNetns, dst: SocketAddr) -> Option<Flow> {
+    /// A TCP connection from `ns` to `dst`; `None` when it does not connect.
+    pub fn tcp(ns: &NamedNetns, dst: SocketAddr) -> Option<Flow> {
+        let conn = ns
+            .run(|| TcpStream::connect_timeout(&dst, CONNECT_TIMEOUT))
+            .ok()?;
+        conn.set_read_timeout(Some(CONNECT_TIMEOUT)).ok()?;
+        Some(Flow::Tcp(conn))
+    }
+
+    /// A connected UDP socket from `ns` to `dst`; `None` when it cannot be made.
+    pub fn udp(ns: &NamedNetns, dst: SocketAddr) -> Option<Flow> {
         let any: IpAddr = match dst {
             SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
             SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
@@ -168,15 +178,23 @@ impl Flow {
         let sock = ns.run(|| UdpSocket::bind(SocketAddr::new(any, 0))).ok()?;
         sock.connect(dst).ok()?;
         sock.set_read_timeout(Some(UDP_WAIT)).ok()?;
-        Some(Flow { sock })
+        Some(Flow::Udp(sock))
     }
 
-    /// Whether a datagram of this flow is echoed now.
+    /// Whether this flow's data is echoed now (TCP: one byte, retransmitted by the kernel
+    /// within the wait; UDP: a datagram, sent again on each try).
     pub fn echoes(&self) -> bool {
+        use std::io::{Read, Write};
         let mut buf = [0u8; 16];
-        (0..UDP_TRIES).any(|_| {
-            self.sock.send(b"netpol-flow").is_ok()
-                && matches!(self.sock.recv(&mut buf), Ok(n) if &buf[..n] == b"netpol-flow")
-        })
+        match self {
+            Flow::Udp(sock) => (0..UDP_TRIES).any(|_| {
+                sock.send(b"netpol-flow").is_ok()
+                    && matches!(sock.recv(&mut buf), Ok(n) if &buf[..n] == b"netpol-flow")
+            }),
+            Flow::Tcp(conn) => {
+                let mut conn = conn;
+                conn.write_all(b"f").is_ok() && matches!(conn.read(&mut buf), Ok(1))
+            }
+        }
     }
 }
