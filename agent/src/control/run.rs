@@ -118,14 +118,15 @@ pub fn daemon(args: &Args, stop: Stop) -> Result<(), RunError> {
     )
 }
 
-/// The kernel's NetworkPolicy side for the agent: None with --network-policy=false (then
-/// our table is removed, so a policy once enforced is not left behind half-true) or
-/// --files-only, or without a kernel.
+/// The kernel's NetworkPolicy side for the agent: None with --files-only (the kernel is
+/// not the agent's), without a kernel, or with --network-policy=false (then our table is
+/// removed, so a policy once enforced is not left behind half-true).
 fn policy_net(args: &Args, kernel: bool) -> Option<Box<dyn PolicyNet + Send>> {
-    let net = hostnet::node::HostNodeNet::current()
-        .ok()
-        .filter(|_| kernel)?;
-    if args.network_policy && !args.files_only {
+    if args.files_only || !kernel {
+        return None;
+    }
+    let net = hostnet::node::HostNodeNet::current().ok()?;
+    if args.network_policy {
         return Some(Box::new(net));
     }
     if let Err(e) = net.remove_policy() {
