@@ -1,7 +1,7 @@
 //! cni-rs-agent: the DaemonSet's node agent. It puts the cni-rs plugins and this node's
 //! conflist onto the host, routes between the nodes' pods (direct routes or the VXLAN
-//! overlay), masquerades what leaves the cluster and enforces NetworkPolicy. A library beside the binary so tests
-//! run the agent in-process on a fake kernel.
+//! overlay), masquerades what leaves the cluster and enforces NetworkPolicy. A library
+//! beside the binary so tests run the agent in-process on a fake kernel.
 //!
 //! Its rooms, with the arrows one way (`control` uses all the others; none uses
 //! `control`):
