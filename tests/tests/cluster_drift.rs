@@ -57,6 +57,16 @@ fn firewall_in_place(node: &Node) -> bool {
     ) && forward.contains("cni-rs: pod traffic")
 }
 
+/// The NetworkPolicy table with its two base chains.
+fn policy_table_in_place(node: &Node) -> bool {
+    ["egress", "ingress"].iter().all(|chain| {
+        succeeds(
+            node,
+            &["nft", "list", "chain", "inet", "cni-rs-netpol", chain],
+        )
+    })
+}
+
 fn device_up(node: &Node) -> bool {
     let mut cmd = Command::new("ip");
     cmd.args(["-o", "link", "show", VXLAN]);
@@ -134,6 +144,7 @@ fn a_route_the_table_or_the_device_deleted_by_someone_else_is_back_within_a_seco
             readyz(node) == Some(200)
                 && node.routes("0xcb").len() == want_routes
                 && firewall_in_place(node)
+                && policy_table_in_place(node)
                 && device_up(node)
         },
         || {
@@ -172,6 +183,14 @@ fn a_route_the_table_or_the_device_deleted_by_someone_else_is_back_within_a_seco
     node.ns
         .exec_in(&["nft", "delete", "table", "inet", "cni-rs"]);
     back_within("the table", || firewall_in_place(node), detail);
+    // The NetworkPolicy table deleted (its loop is told by the same notifications).
+    node.ns
+        .exec_in(&["nft", "delete", "table", "inet", "cni-rs-netpol"]);
+    back_within(
+        "the NetworkPolicy table",
+        || policy_table_in_place(node),
+        || agent.log(),
+    );
     // FORWARD flushed (a firewall reload): our accepts with it.
     node.ns.exec_in(&["iptables", "-F", "FORWARD"]);
     back_within("the FORWARD accepts", || firewall_in_place(node), detail);
@@ -192,7 +211,7 @@ fn a_route_the_table_or_the_device_deleted_by_someone_else_is_back_within_a_seco
         detail,
     );
     quiet(node, &agent);
-    assert!(firewall_in_place(node) && device_up(node));
+    assert!(firewall_in_place(node) && policy_table_in_place(node) && device_up(node));
     assert_eq!(node.routes("0xcb"), routes);
     let log = agent.log();
     assert!(log.contains(&format!("route add {}", n2.pod4)), "{log}");
