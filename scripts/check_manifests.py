@@ -85,8 +85,12 @@ def check_rbac(objs):
         return
     rules = [(r.api_groups, r.resources, sorted(r.verbs), r.resource_names,
               r.non_resource_ur_ls) for r in role.rules or []]
-    check(rules == [([""], ["nodes"], ["get", "list", "watch"], None, None)],
-          f"ClusterRole: get/list/watch on nodes and nothing else, got {rules}")
+    # Nodes for routes; Pods, Namespaces and NetworkPolicies for NetworkPolicy; read only.
+    read = ["get", "list", "watch"]
+    check(rules == [([""], ["nodes", "pods", "namespaces"], read, None, None),
+                    (["networking.k8s.io"], ["networkpolicies"], read, None, None)],
+          f"ClusterRole: get/list/watch on nodes, pods, namespaces and networkpolicies "
+          f"and nothing else, got {rules}")
     binding = objs.get("ClusterRoleBinding")
     if binding:
         check((binding.role_ref.kind, binding.role_ref.name) == ("ClusterRole", role.metadata.name),

@@ -20,9 +20,12 @@
 #      has hostPort 8080 (portmap's nftables backend, as the agent's
 #      CNI_RS_PORTMAP_BACKEND asks), reached from node 1 and from outside; DEL leaves no
 #      lease, cache entry, hostPort rule or link;
-#   5. a Node deleted in the API server loses its routes on the other nodes;
-#   6. stopped with SIGTERM (`podman stop`) every agent exits 0 and leaves its routes and
-#      table in place; the image with --uninstall then removes the files, routes and table
+#   5. NetworkPolicy through the image: with the pods and two policies in the API, a pod on
+#      node 1 no longer reaches one on node 2 (across nodes) nor its neighbour on node 1's
+#      bridge, both families, while the allowed pair still talks; deleted, all talk again;
+#   6. a Node deleted in the API server loses its routes on the other nodes;
+#   7. stopped with SIGTERM (`podman stop`) every agent exits 0 and leaves its routes and
+#      tables in place; the image with --uninstall then removes the files, routes and tables
 #      it made.
 # Everything it makes (namespaces, containers, image, temp dir, stub server) is removed on
 # exit, also on failure. The machine's own network namespace is never touched; host-local's
@@ -196,6 +199,7 @@ wait_routes() {
     die "node $1 routes: $(routes "$1" | tr '\n' ';'), want: $(tr '\n' ';' <<<"$want")"
 }
 http_code() { ip netns exec "$(ns_of "$1")" curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:9277/$2"; }
+node_metric() { ip netns exec "$(ns_of "$1")" curl -s http://127.0.0.1:9277/metrics | awk -v m="$2" '$1 == m {print $2}'; }
 has_table() { ip netns exec "$(ns_of "$1")" nft list table inet cni-rs >/dev/null 2>&1; }
 
 step "the installer container on every node (DaemonSet mode)"
@@ -333,6 +337,43 @@ ip netns exec "$(ns_of 2)" nft list table ip cni_hostport | grep -q "${ip4[$c3]}
     die "node 2: no nftables hostPort rule for ${ip4[$c3]}: $(ip netns exec "$(ns_of 2)" nft list ruleset)"
 echo "    hostPort 8080 on node 2 reaches $c3 from node 1 and from outside (nftables backend)"
 
+step "NetworkPolicy through the image: across nodes and across node 1's bridge"
+# The three pods as the API shows them (namespace e2e), then two policies: c3 (node 2)
+# admits only c2, and c2 (node 1) admits nothing; c1 then reaches neither.
+stub_cmd object namespace '{"metadata":{"name":"e2e"}}'
+for pod in "${pods[@]}"; do
+    ns=${pod%:*} i=${pod#*:} app=${pod%:*}
+    app=${app##*-}
+    stub_cmd object pod "{\"metadata\":{\"name\":\"$app\",\"namespace\":\"e2e\",\"labels\":{\"app\":\"$app\"}},\"spec\":{\"nodeName\":\"e2e-node-$i\"},\"status\":{\"phase\":\"Running\",\"podIPs\":[{\"ip\":\"${ip4[$ns]}\"},{\"ip\":\"${ip6[$ns]}\"}]}}"
+done
+stub_cmd object networkpolicy '{"metadata":{"name":"c3-from-c2","namespace":"e2e"},"spec":{"podSelector":{"matchLabels":{"app":"c3"}},"ingress":[{"from":[{"podSelector":{"matchLabels":{"app":"c2"}}}]}]}}'
+stub_cmd object networkpolicy '{"metadata":{"name":"c2-deny","namespace":"e2e"},"spec":{"podSelector":{"matchLabels":{"app":"c2"}}}}'
+# Pings $2 from namespace $1 until it gets no answer (the policy is programmed).
+ping_denied() {
+    for _ in $(seq 50); do
+        ip netns exec "$1" ping -c 1 -W 1 "$2" >/dev/null || return 0
+        sleep 0.1
+    done
+    return 1
+}
+for addr in "${ip4[$c3]}" "${ip6[$c3]}"; do
+    ping_denied "$c1" "$addr" || die "c1 still reaches c3 ($addr) across nodes: $(ip netns exec "$(ns_of 2)" nft list table inet cni-rs-netpol)"
+    ping_ok "$c2" "$addr" || die "c2 no longer reaches c3 ($addr)"
+done
+for addr in "${ip4[$c2]}" "${ip6[$c2]}"; do
+    ping_denied "$c1" "$addr" || die "c1 still reaches c2 ($addr) on node 1's bridge: $(ip netns exec "$(ns_of 1)" nft list table inet cni-rs-netpol)"
+done
+for i in 1 2; do
+    [[ $(node_metric "$i" cni_rs_netpol_in_place) == 1 ]] || die "node $i: policies not in place"
+done
+echo "    c1 -> c3 (node 2) and c1 -> c2 (node 1, bridged) denied, c2 -> c3 allowed, both families"
+stub_cmd delete networkpolicy e2e c3-from-c2
+stub_cmd delete networkpolicy e2e c2-deny
+for addr in "${ip4[$c3]}" "${ip6[$c3]}" "${ip4[$c2]}" "${ip6[$c2]}"; do
+    ping_ok "$c1" "$addr" || die "c1 does not reach $addr after the policies were deleted"
+done
+echo "    policies deleted: c1 reaches c2 and c3 again"
+
 step "DEL leaves nothing"
 for pod in "${pods[@]}"; do
     in_node "${pod#*:}" env CAP_ARGS="$(caps "${pod%:*}")" "$static/cnitool" del cni-rs "/run/netns/${pod%:*}"
@@ -378,4 +419,6 @@ for i in "${nodes[@]}"; do
     [[ -z $left ]] || die "node $i: uninstall left: $left"
     [[ -z $(routes "$i") ]] || die "node $i: uninstall left routes: $(routes "$i")"
     ! has_table "$i" || die "node $i: uninstall left the table inet cni-rs"
+    ! ip netns exec "$(ns_of "$i")" nft list table inet cni-rs-netpol >/dev/null 2>&1 ||
+        die "node $i: uninstall left the table inet cni-rs-netpol"
 done

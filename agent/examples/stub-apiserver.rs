@@ -7,7 +7,9 @@
 //! kube-controller-manager allocates them, via
 //! 10.255.X.Y and fd00:ff::I). Commands on stdin, one per line, for tests:
 //! `put NAME CIDR[,CIDR] IP[,IP]` (also for `NODE`: its InternalIPs are otherwise a
-//! placeholder), `del NAME`, `expire`, `drop`.
+//! placeholder), `del NAME`, `expire`, `drop`; and for NetworkPolicy `object KIND JSON`
+//! (KIND `pod`, `namespace` or `networkpolicy`; the object's JSON on the rest of the line)
+//! and `delete KIND NAMESPACE NAME` (`-` as a Namespace's namespace).
 
 #[path = "../tests/support/apiserver.rs"]
 #[allow(dead_code)] // the tests use the rest
@@ -48,8 +50,23 @@ fn main() {
         "stub-apiserver: {} serving node {node} and {n} others",
         api.url()
     );
+    let kind = |k: &str| match k {
+        "pod" => Some(apiserver::ObjectKind::Pod),
+        "namespace" => Some(apiserver::ObjectKind::Namespace),
+        "networkpolicy" => Some(apiserver::ObjectKind::NetworkPolicy),
+        _ => None,
+    };
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
+        if let Some(rest) = line.strip_prefix("object ")
+            && let Some((k, json)) = rest.split_once(' ')
+        {
+            match (kind(k), serde_json::from_str(json)) {
+                (Some(k), Ok(object)) => api.put_object(k, object),
+                _ => eprintln!("stub-apiserver: bad object command {line:?}"),
+            }
+            continue;
+        }
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["put", name, cidrs, ips] => {
@@ -65,6 +82,10 @@ fn main() {
                 }
             }
             ["del", name] => api.delete_node(name),
+            ["delete", k, ns, name] if kind(k).is_some() => {
+                let ns = if *ns == "-" { "" } else { ns };
+                api.delete_object(kind(k).unwrap(), ns, name)
+            }
             ["expire"] => api.expire_watches(),
             ["drop"] => api.drop_watches(),
             [] => {}
