@@ -265,12 +265,15 @@ fn policies_pods_and_namespaces_are_enforced_as_they_change_and_gate_readiness()
         eventually("c relabelled", || table_is(&kernel, &w.compiled()));
         assert!(!passes(&kernel, "10.244.2.6", "10.244.1.5", 80));
 
-        // A namespace relabelled: y is no longer ns=y, the pod back to c: still denied.
+        // The pod back to c, then its namespace relabelled: y is no longer ns=y.
         w.put(
             &node,
             ObjectKind::Pod,
             pod("y", "c", "node-2", "10.244.2.6", "c"),
         );
+        eventually("c a c again", || {
+            table_is(&kernel, &w.compiled()) && passes(&kernel, "10.244.2.6", "10.244.1.5", 80)
+        });
         w.put(
             &node,
             ObjectKind::Namespace,
@@ -348,8 +351,9 @@ fn the_node_is_not_ready_while_the_kernel_refuses_the_table_and_recovers() {
     kernel.with(|s| s.fail.insert("replace_policy"));
     kernel.with(|s| s.fail.insert("apply_policy"));
     with_agent(&node, &net, &kernel, |metrics| {
-        eventually("a failed programming", || {
+        eventually("a failed programming and the routes in place", || {
             metrics.policy.errors.load(Ordering::Relaxed) > 0
+                && metrics.routes_ok.load(Ordering::Relaxed)
         });
         assert!(!metrics.ready(), "ready without the policy table");
         assert!(

@@ -24,8 +24,6 @@ pub use requests::{Kind, Outcome, Requests};
 pub const MAX_EVENT: usize = 4 << 20;
 /// Nodes per list page: bounds what one response holds while it is decoded.
 const PAGE: u32 = 500;
-/// A list page is decoded as it streams in; past this it is refused.
-const MAX_PAGE: u64 = 256 << 20;
 /// One request, connect to last byte.
 const TIMEOUT: Duration = Duration::from_secs(15);
 /// How much longer than its `timeoutSeconds` the client waits for a watch to end.
@@ -171,22 +169,17 @@ impl Client {
                 }
             }
             let body = self.get(&url, Kind::List, TIMEOUT, None)?;
-            let reader = BufReader::new(body.take(MAX_PAGE));
-            let page: ListPage<C::Raw> =
+            let reader = BufReader::new(body.take(C::MAX_PAGE));
+            let page: ListPage<C> =
                 serde_json::from_reader(reader).map_err(|e| ApiError::Decode {
                     url: url.clone(),
                     reason: format!(
-                        "the {} list does not parse (or exceeds {MAX_PAGE} bytes): {e}",
-                        C::NAME
+                        "the {} list does not parse (or exceeds {} bytes): {e}",
+                        C::NAME,
+                        C::MAX_PAGE
                     ),
                 })?;
-            // An object without a name is not one (and could not be told apart from another).
-            items.extend(
-                page.items
-                    .into_iter()
-                    .filter(|o| !C::name(o).is_empty())
-                    .map(C::keep),
-            );
+            items.extend(page.items.map(|k| k.0).unwrap_or_default());
             if page.metadata.continue_token.is_empty() {
                 return Ok(Listing {
                     items,

@@ -3,8 +3,10 @@
 //! says where it lives and what of its objects is kept; the list, the watch and their
 //! fleet rules (`watcher`) are written once for all.
 
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use std::marker::PhantomData;
+
+use serde::de::{DeserializeOwned, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 
 use crate::kube::nodes::{NodeInfo, RawNode};
 
@@ -18,6 +20,9 @@ pub trait Collection {
     const PATH: &'static str;
     /// Its name in messages ("node").
     const NAME: &'static str;
+    /// A list page is decoded as it streams in; past this many bytes it is refused. The
+    /// watch cache answers a list in one page whatever the `limit`.
+    const MAX_PAGE: u64 = 256 << 20;
     fn name(raw: &Self::Raw) -> &str;
     fn resource_version(raw: &Self::Raw) -> &str;
     fn keep(raw: Self::Raw) -> Self::Object;
@@ -73,6 +78,8 @@ impl Collection for Pods {
     type Object = netpol::cluster::Pod;
     const PATH: &'static str = "/api/v1/pods";
     const NAME: &'static str = "pod";
+    /// 150,000 Pods of a few KiB each are one page of about a GB from the watch cache.
+    const MAX_PAGE: u64 = 16 << 30;
     fn name(raw: &netpol::model::Pod) -> &str {
         &raw.metadata.name
     }
@@ -97,14 +104,41 @@ model_collection!(
     "networkpolicy"
 );
 
-/// One page of a list.
+/// One page of a list; `null` items are none.
 #[derive(Deserialize)]
-#[serde(bound = "R: DeserializeOwned")]
-pub(crate) struct ListPage<R> {
+#[serde(bound = "")]
+pub(crate) struct ListPage<C: Collection> {
     #[serde(default)]
     pub metadata: ListMeta,
-    #[serde(default = "Vec::new")]
-    pub items: Vec<R>,
+    #[serde(default = "Option::default")]
+    pub items: Option<Kept<C>>,
+}
+
+/// A list's items as kept, each converted as soon as it is decoded (a list of 150,000
+/// Pods never exists as decoded Pod objects at once). An object without a name is not
+/// one (and could not be told apart from another): skipped.
+pub(crate) struct Kept<C: Collection>(pub Vec<C::Object>);
+
+impl<'de, C: Collection> Deserialize<'de> for Kept<C> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Kept<C>, D::Error> {
+        struct Items<C>(PhantomData<C>);
+        impl<'de, C: Collection> Visitor<'de> for Items<C> {
+            type Value = Kept<C>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a list of {}s", C::NAME)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kept<C>, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(raw) = seq.next_element::<C::Raw>()? {
+                    if !C::name(&raw).is_empty() {
+                        out.push(C::keep(raw));
+                    }
+                }
+                Ok(Kept(out))
+            }
+        }
+        d.deserialize_seq(Items(PhantomData))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -199,5 +233,27 @@ pub fn decode_event<C: Collection>(line: &[u8]) -> Result<WatchEvent<C::Object>,
             })
         }
         other => Err(format!("watch event of unknown type {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_keeps_named_items_only_and_null_items_are_none() {
+        let page: ListPage<Pods> = serde_json::from_str(
+            r#"{"metadata":{"resourceVersion":"7","continue":"t"},"items":[
+                {"metadata":{"name":"a","namespace":"x"},"status":{"podIPs":[{"ip":"10.1.1.1"}]}},
+                {"metadata":{"namespace":"x"}}]}"#,
+        )
+        .unwrap();
+        let items = page.items.unwrap().0;
+        assert_eq!(items.len(), 1);
+        assert_eq!((items[0].name.as_str(), items[0].ips.len()), ("a", 1));
+        assert_eq!(page.metadata.resource_version, "7");
+        assert_eq!(page.metadata.continue_token, "t");
+        let empty: ListPage<Nodes> = serde_json::from_str(r#"{"items":null}"#).unwrap();
+        assert!(empty.items.is_none());
     }
 }
