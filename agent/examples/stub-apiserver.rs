@@ -45,7 +45,9 @@ fn main() {
     let dir = std::path::Path::new(dir);
     std::fs::write(dir.join("token"), &api.token).unwrap();
     std::fs::write(dir.join("ca.crt"), &api.ca_pem).unwrap();
-    std::fs::write(dir.join("ready"), api.url()).unwrap();
+    // Whole or not at all: a reader polling for the file must not see half the URL.
+    std::fs::write(dir.join("ready.tmp"), api.url()).unwrap();
+    std::fs::rename(dir.join("ready.tmp"), dir.join("ready")).unwrap();
     eprintln!(
         "stub-apiserver: {} serving node {node} and {n} others",
         api.url()
