@@ -168,7 +168,7 @@ impl Client {
                     ListFrom::Quorum => url.push_str(&format!("limit={PAGE}")),
                 }
             }
-            let body = self.get(&url, Kind::List, TIMEOUT, None)?;
+            let body = self.get(&url, Kind::List, C::LIST_TIMEOUT, None)?;
             let reader = BufReader::new(body.take(C::MAX_PAGE));
             let page: ListPage<C> =
                 serde_json::from_reader(reader).map_err(|e| ApiError::Decode {
