@@ -658,7 +658,10 @@ impl World {
         self.counts.lock().unwrap().requests += 1;
         if !self.authorized(authorization) {
             self.counts.lock().unwrap().unauthorized += 1;
-            return (401, status_object(401, "Unauthorized", "Unauthorized").to_string());
+            return (
+                401,
+                status_object(401, "Unauthorized", "Unauthorized").to_string(),
+            );
         }
         let b = self.behaviour.lock().unwrap().clone();
         let route = path.split('?').next().unwrap_or("");
@@ -779,7 +782,10 @@ impl World {
             serde_json::to_writer(&mut body, item).expect("JSON into memory");
         }
         body.extend_from_slice(b"]}");
-        (200, String::from_utf8(body).expect("serde_json writes UTF-8"))
+        (
+            200,
+            String::from_utf8(body).expect("serde_json writes UTF-8"),
+        )
     }
 
     /// Streams events after `resourceVersion` (chunked) until the client's timeoutSeconds,
