@@ -303,7 +303,9 @@ fn main() {
         };
         let anchor = (0..scale.pods)
             .find(|&i| {
-                scale.node_of(i) == 0 && app_of(i) % 2 == 0 && app_of(i) / 2 < scale.policies_per_ns
+                scale.node_of(i) == 0
+                    && app_of(i).is_multiple_of(2)
+                    && app_of(i) / 2 < scale.policies_per_ns
             })
             .expect("a pod on this node selected by a policy (more pods?)");
         let anchor_ns = scale.namespace_of(anchor);
@@ -331,7 +333,9 @@ fn main() {
             let check = round == 0;
             let mut record = |k: usize, f: (f64, f64)| samples[k].0.push(f);
             let l = next(&|i| {
-                scale.node_of(i) == 0 && app_of(i) % 2 == 0 && app_of(i) / 2 < scale.policies_per_ns
+                scale.node_of(i) == 0
+                    && app_of(i).is_multiple_of(2)
+                    && app_of(i) / 2 < scale.policies_per_ns
             });
             let (app, tier) = (app_of(l), tier_of(l));
             record(0, event(pod_json(l, app, tier)));
