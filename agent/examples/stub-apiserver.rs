@@ -10,10 +10,17 @@
 //! placeholder), `del NAME`, `expire`, `drop`; and for NetworkPolicy `object KIND JSON`
 //! (KIND `pod`, `namespace` or `networkpolicy`; the object's JSON on the rest of the line)
 //! and `delete KIND NAMESPACE NAME` (`-` as a Namespace's namespace).
+//!
+//! `STUB_NETPOL=PODS,NAMESPACES,POLICIES_PER_NS` adds the NetworkPolicy scale
+//! benchmark's cluster (support/netpol_cluster.rs), its pods spread over NODE and the
+//! STUB_NODES, as if there before any watch.
 
 #[path = "../tests/support/apiserver.rs"]
 #[allow(dead_code)] // the tests use the rest
 mod apiserver;
+#[path = "support/netpol_cluster.rs"]
+#[allow(dead_code)] // bench-netpol uses the rest
+mod netpol_cluster;
 
 use std::io::BufRead;
 
@@ -42,6 +49,16 @@ fn main() {
             },
         )
     }));
+    if let Ok(spec) = std::env::var("STUB_NETPOL") {
+        let Some(scale) = netpol_cluster::Scale::parse(n, &spec) else {
+            eprintln!("stub-apiserver: STUB_NETPOL={spec:?}: want PODS,NAMESPACES,POLICIES_PER_NS");
+            std::process::exit(2);
+        };
+        use apiserver::ObjectKind;
+        api.put_objects_quietly(ObjectKind::Namespace, scale.namespaces_json());
+        api.put_objects_quietly(ObjectKind::NetworkPolicy, scale.policies_json());
+        api.put_objects_quietly(ObjectKind::Pod, scale.pods_json(node));
+    }
     let dir = std::path::Path::new(dir);
     std::fs::write(dir.join("token"), &api.token).unwrap();
     std::fs::write(dir.join("ca.crt"), &api.ca_pem).unwrap();

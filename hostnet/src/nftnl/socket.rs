@@ -57,6 +57,12 @@ impl std::fmt::Debug for NfSocket {
     }
 }
 
+/// The kernel's accounting of one queued ACK (its skb's truesize, rounded up).
+const ACK_TRUESIZE: usize = 2048;
+/// ACKs the default receive buffer (about 208 KiB) surely holds.
+const ACKS_IN_DEFAULT_RCVBUF: usize = 64;
+const MAX_RCVBUF: usize = 256 << 20;
+
 fn header(buf: &mut Vec<u8>, ty: u16, flags: u16, seq: u32, family: u8, res_id: u16, body: &[u8]) {
     let len = u32::try_from(HEADER_LEN + NFGEN_LEN + body.len()).unwrap_or(u32::MAX);
     buf.extend_from_slice(&len.to_ne_bytes());
@@ -205,6 +211,14 @@ impl NfSocket {
             NFNL_SUBSYS_NFTABLES,
             &[],
         );
+        // The kernel queues every message's ACK before we read one: at a few hundred
+        // messages (1,000 policies' chains and rules) the default receive buffer
+        // overflows (ENOBUFS) and the batch's outcome is lost. Room for all of them, as
+        // nft does (SO_RCVBUFFORCE: CAP_NET_ADMIN, which the agent has).
+        if msgs.len() > ACKS_IN_DEFAULT_RCVBUF {
+            let want = msgs.len().saturating_mul(ACK_TRUESIZE).min(MAX_RCVBUF);
+            let _ = setsockopt(&self.sock, sockopt::RcvBufForce, &want);
+        }
         self.send(&buf, "send nf_tables batch")?;
 
         let mut first_error: Option<NftError> = None;
