@@ -17,14 +17,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use clap::Parser;
 use cni_rs_agent::config::Args;
 use cni_rs_agent::control::{agent, run};
 use cni_rs_agent::kube::watcher::Shared;
 use cni_rs_agent::serve::Metrics;
 use hostnet::node::fake::FakeNodeNet;
 use hostnet::node::{Drift, NodeNet, OverlayPeer, PodRoute, PolicyNet, VxlanSpec};
-use support::{NODE, Node, eventually};
+use support::{Node, StopOnDrop, args_with, eventually};
 
 fn route(dst: &str, gw: &str) -> PodRoute {
     PodRoute {
@@ -50,37 +49,6 @@ fn fake() -> FakeNodeNet {
 
 fn args(node: &Node) -> Args {
     args_with(node, &["--mtu=1400"])
-}
-
-/// The test's flags and `extra`.
-fn args_with(node: &Node, extra: &[&str]) -> Args {
-    let d = |p: &str| node.dir.join(p).display().to_string();
-    let mut argv = vec![
-        "cni-rs-agent".to_string(),
-        format!("--source-dir={}", d("src")),
-        format!("--bin-dir={}", d("bin")),
-        format!("--conf-dir={}", d("net.d")),
-        format!("--node-name={NODE}"),
-        format!("--api-server={}", node.api.url()),
-        format!("--token-file={}", d("sa/token")),
-        format!("--ca-file={}", d("sa/ca.crt")),
-        format!("--ipam-data-dir={}", d("leases")),
-        "--health-listen=127.0.0.1:0".into(),
-    ];
-    if !extra.iter().any(|a| a.starts_with("--interval")) {
-        argv.push("--interval=1".into());
-    }
-    argv.extend(extra.iter().map(|s| s.to_string()));
-    Args::try_parse_from(argv).unwrap()
-}
-
-/// Stops the agent when the test ends, also when it fails.
-struct StopOnDrop(Arc<Shared>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.request_stop(0);
-    }
 }
 
 /// Runs the agent for `node` on `net` while `test` runs.

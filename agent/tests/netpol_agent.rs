@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use clap::Parser;
-use cni_rs_agent::config::Args;
 use cni_rs_agent::control::{agent, run};
 use cni_rs_agent::kube::watcher::Shared;
 use cni_rs_agent::policy::PolicyKernel;
@@ -20,7 +18,7 @@ use hostnet::node::{NodeNet, PolicyNet};
 use netpol::eval::Packet;
 use serde_json::{Value, json};
 use support::apiserver::ObjectKind;
-use support::{NODE, Node, eventually};
+use support::{NODE, Node, StopOnDrop, args_with, eventually};
 
 const TCP: u8 = 6;
 
@@ -31,33 +29,6 @@ fn fake() -> FakeNodeNet {
     )
 }
 
-fn args(node: &Node) -> Args {
-    let d = |p: &str| node.dir.join(p).display().to_string();
-    Args::try_parse_from([
-        "cni-rs-agent".to_string(),
-        format!("--source-dir={}", d("src")),
-        format!("--bin-dir={}", d("bin")),
-        format!("--conf-dir={}", d("net.d")),
-        format!("--node-name={NODE}"),
-        format!("--api-server={}", node.api.url()),
-        format!("--token-file={}", d("sa/token")),
-        format!("--ca-file={}", d("sa/ca.crt")),
-        format!("--ipam-data-dir={}", d("leases")),
-        "--health-listen=127.0.0.1:0".into(),
-        "--interval=1".into(),
-        "--mtu=1400".into(),
-    ])
-    .unwrap()
-}
-
-struct StopOnDrop(Arc<Shared>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.request_stop(0);
-    }
-}
-
 /// The agent on `net` (routes) and `policy` (its NetworkPolicy kernel) while `test` runs.
 fn with_agent(
     node: &Node,
@@ -65,7 +36,7 @@ fn with_agent(
     policy: &Arc<FakeNodeNet>,
     test: impl FnOnce(&Metrics),
 ) {
-    let args = args(node);
+    let args = args_with(node, &["--mtu=1400"]);
     let installer = cni_rs_agent::files::Installer::new(&args).unwrap();
     let client = run::client(&args).unwrap();
     let shared = Arc::new(Shared::default());
@@ -124,29 +95,24 @@ struct World {
 }
 
 impl World {
-    fn put(&mut self, node: &Node, kind: ObjectKind, object: Value) {
-        let meta = &object["metadata"];
-        let key = format!(
-            "{}/{}",
-            meta["namespace"].as_str().unwrap_or(""),
-            meta["name"].as_str().unwrap()
-        );
-        let map = match kind {
+    fn of(&mut self, kind: ObjectKind) -> &mut BTreeMap<String, Value> {
+        match kind {
             ObjectKind::Pod => &mut self.pods,
             ObjectKind::Namespace => &mut self.namespaces,
             ObjectKind::NetworkPolicy => &mut self.policies,
-        };
-        map.insert(key, object.clone());
+        }
+    }
+
+    fn put(&mut self, node: &Node, kind: ObjectKind, object: Value) {
+        let meta = &object["metadata"];
+        let ns = meta["namespace"].as_str().unwrap_or("");
+        let key = format!("{ns}/{}", meta["name"].as_str().unwrap());
+        self.of(kind).insert(key, object.clone());
         node.api.put_object(kind, object);
     }
 
     fn delete(&mut self, node: &Node, kind: ObjectKind, ns: &str, name: &str) {
-        let map = match kind {
-            ObjectKind::Pod => &mut self.pods,
-            ObjectKind::Namespace => &mut self.namespaces,
-            ObjectKind::NetworkPolicy => &mut self.policies,
-        };
-        map.remove(&format!("{ns}/{name}"));
+        self.of(kind).remove(&format!("{ns}/{name}"));
         node.api.delete_object(kind, ns, name);
     }
 

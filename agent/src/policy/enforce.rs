@@ -80,20 +80,14 @@ impl<'a> Enforcer<'a> {
         }
     }
 
-    /// The program the kernel is to hold (None before every kind was listed).
-    pub fn program(&self) -> Option<&Program> {
-        self.engine.as_ref().map(Engine::program)
-    }
-
     /// One turn of the loop: `batch` into the engine and the kernel; `recheck`: compare
     /// the kernel's table with the program (someone else's change is repaired).
     pub fn step(&mut self, batch: Batch, recheck: bool) {
         let since = batch.since;
-        let (pods, namespaces, policies) = batch.counts;
+        let (pods, _, policies) = batch.counts;
         let m = self.metrics;
         m.pods.store(pods as u64, Ordering::Relaxed);
         m.policies.store(policies as u64, Ordering::Relaxed);
-        let _ = namespaces;
         if !batch.synced {
             return;
         }

@@ -117,3 +117,35 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The in-process agent's flags for `node` and `extra` (`--interval=1` unless given).
+pub fn args_with(node: &Node, extra: &[&str]) -> cni_rs_agent::config::Args {
+    use clap::Parser;
+    let d = |p: &str| node.dir.join(p).display().to_string();
+    let mut argv = vec![
+        "cni-rs-agent".to_string(),
+        format!("--source-dir={}", d("src")),
+        format!("--bin-dir={}", d("bin")),
+        format!("--conf-dir={}", d("net.d")),
+        format!("--node-name={NODE}"),
+        format!("--api-server={}", node.api.url()),
+        format!("--token-file={}", d("sa/token")),
+        format!("--ca-file={}", d("sa/ca.crt")),
+        format!("--ipam-data-dir={}", d("leases")),
+        "--health-listen=127.0.0.1:0".into(),
+    ];
+    if !extra.iter().any(|a| a.starts_with("--interval")) {
+        argv.push("--interval=1".into());
+    }
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    cni_rs_agent::config::Args::try_parse_from(argv).unwrap()
+}
+
+/// Stops the in-process agent when the test ends, also when it fails.
+pub struct StopOnDrop(pub std::sync::Arc<cni_rs_agent::kube::watcher::Shared>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.request_stop(0);
+    }
+}
