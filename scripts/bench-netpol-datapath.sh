@@ -7,9 +7,10 @@
 #           policy selects: conntrack and the base chains on the path);
 #   N:      N policies (default 1000) selecting the server, each allowing the client on
 #           its own port, the one allowing the benchmark's ports last in the server's
-#           selection chain (every policy chain walked by a new connection), plus N
-#           unrelated ones (agent/examples/netpol-datapath.rs programs it through
-#           hostnet's PolicyNet, as the agent does).
+#           selection chain (without its port map every policy chain would be walked
+#           by a new connection), plus N unrelated ones
+#           (agent/examples/netpol-datapath.rs programs it through hostnet's
+#           PolicyNet, as the agent does).
 # Figures: iperf3 TCP throughput (one stream, receiver, Gbit/s) and new TCP connections
 # per second (one client, connect + server's close + close, one after the other);
 # medians of ROUNDS rounds and the ratios to `none` and `empty`. veths on one machine:

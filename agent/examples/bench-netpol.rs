@@ -150,7 +150,7 @@ impl Drop for StubProcess {
 fn elements_of(program: &Program, ip: IpAddr) -> usize {
     let names = |e: &Elem| match e {
         Elem::Addr(a) | Elem::AddrProtoPort(a, ..) | Elem::Jump(a, _) => *a == ip,
-        Elem::Range(_) | Elem::ProtoPorts(..) => false,
+        Elem::Range(_) | Elem::ProtoPorts(..) | Elem::PortJump(..) => false,
     };
     program
         .sets

@@ -8,8 +8,10 @@
 //!   server pod (10.60.0.3, `app=server` in namespace `bench`), policy `pNNNN` allowing
 //!   the client pod (10.60.0.2, `app=client`) on TCP port 30000+NNNN, and the last one
 //!   the selection chain tries (`p` + the highest number) also on the benchmark's ports
-//!   5201 (iperf3) and 9000 (`connect`): the worst case, every policy chain walked for a
-//!   new connection. Plus as many unrelated policies, selecting no pod of this node.
+//!   5201 (iperf3) and 9000 (`connect`). Before the selection chain's port map that was
+//!   the worst case, every policy chain walked for a new connection; now the map sends
+//!   it to the one policy admitting its port. Plus as many unrelated policies, selecting
+//!   no pod of this node.
 //! - `netpol-datapath serve PORT`: accepts TCP connections and closes each at once
 //!   (runs until killed).
 //! - `netpol-datapath connect ADDR:PORT SECONDS`: opens connections one after the
@@ -23,7 +25,7 @@ use hostnet::node::{HostNodeNet, PolicyNet};
 use netpol::cluster::Pod;
 use netpol::engine::Engine;
 use netpol::model::{Namespace, NetworkPolicy};
-use netpol::program::Verdict;
+use netpol::program::{Elem, Verdict};
 use serde_json::json;
 
 const NS: &str = "bench";
@@ -109,29 +111,31 @@ fn table(netns: &str, what: &str) {
     );
     let rules: usize = program.chains.values().map(|c| c.rules.len()).sum();
     let elements: usize = program.sets.values().map(|s| s.elems.len()).sum();
-    // Where the policy allowing the benchmark's ports is in the server's selection chain.
-    let last = format!("p{:04}", n.saturating_sub(1));
+    // What a new connection to the server walks: its selection chain's port map (the
+    // policies whose ports admit the packet's) and the policies tried one by one.
+    let server: IpAddr = SERVER[0].parse().unwrap();
     let at = program
-        .chains
-        .iter()
-        .find(|(name, _)| name.starts_with("sel-"))
-        .map(|(_, c)| {
-            let jumps: Vec<&String> = c
+        .sets
+        .values()
+        .flat_map(|s| &s.elems)
+        .find_map(|e| match e {
+            Elem::Jump(ip, chain) if *ip == server => program.chains.get(chain),
+            _ => None,
+        })
+        .map(|c| {
+            let tried = c
                 .rules
                 .iter()
-                .filter_map(|r| match &r.verdict {
-                    Verdict::Jump(to) => Some(to),
-                    _ => None,
-                })
-                .collect();
-            let want = format!(
-                "pol-{}-in",
-                netpol::program::short_id(&format!("{NS}/{last}"))
-            );
-            let k = jumps.iter().position(|j| **j == want).map_or(0, |k| k + 1);
+                .filter(|r| matches!(r.verdict, Verdict::Jump(_)))
+                .count();
+            let ranges = c.rules.iter().find_map(|r| match &r.verdict {
+                Verdict::PortMap(m) => program.sets.get(m).map(|s| s.elems.len()),
+                _ => None,
+            });
             format!(
-                "; the allowing policy {last} is jump {k} of {}",
-                jumps.len()
+                "; the server's selection chain: a port map of {} ranges, then {tried} \
+                 policies tried one by one",
+                ranges.unwrap_or(0)
             )
         });
     println!(

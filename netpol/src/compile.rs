@@ -8,7 +8,8 @@
 //!   set of the ipBlocks minus except) and of port (`…-ports`, `l4proto . dport` ranges;
 //!   `…-named4|6`, `daddr . l4proto . dport` where the named ports resolve);
 //! - per distinct list of policies selecting a local pod, a selection chain
-//!   `sel-<id>-in|eg`: a jump to each policy chain, then drop;
+//!   `sel-<id>-in|eg`: a jump to each policy chain (through a port map when several
+//!   admit only some ports, see `selection`), then drop;
 //! - the dispatch verdict maps `ingress-pods4|6`/`egress-pods4|6`: local isolated pod
 //!   address -> its selection chain.
 //!
@@ -22,6 +23,7 @@ use crate::addr::Family;
 use crate::build;
 use crate::cluster::{Cluster, Pod};
 use crate::program::*;
+use crate::selection;
 use crate::validate::{Direction, Policy};
 
 pub fn tag(dir: Direction) -> &'static str {
@@ -58,10 +60,12 @@ pub fn compile(c: &Cluster, node: &str) -> Program {
                 continue;
             }
             let pols: Vec<&Policy> = selecting.iter().map(|&i| &c.policies[i]).collect();
-            let chain = selection_chain_name(&pols, dir);
-            prog.chains
-                .entry(chain.clone())
-                .or_insert_with(|| selection_chain(&pols, dir));
+            let chain = selection::name(&pols, dir);
+            if !prog.chains.contains_key(&chain) {
+                let sel = selection::objects(&chain, &pols, dir);
+                prog.chains.extend(sel.chains);
+                prog.sets.extend(sel.sets);
+            }
             for &ip in &pod.ips {
                 let map = dispatch_map(dir == Direction::Egress, Family::of(ip));
                 let elems = &mut prog.sets.get_mut(&map).expect("dispatch maps exist").elems;
@@ -125,27 +129,4 @@ pub fn base_program() -> Program {
         );
     }
     prog
-}
-
-/// The name of the selection chain of exactly these policies (in `namespace/name` order).
-pub fn selection_chain_name(pols: &[&Policy], dir: Direction) -> String {
-    let keys: Vec<String> = pols.iter().map(|p| p.key()).collect();
-    format!("sel-{}-{}", short_id(&keys.join("\n")), tag(dir))
-}
-
-/// The chain for pods selected by exactly these policies: try each, else drop.
-pub fn selection_chain(pols: &[&Policy], dir: Direction) -> Chain {
-    let mut rules: Vec<Rule> = pols
-        .iter()
-        .filter(|p| p.rules(dir).is_some_and(|r| !r.is_empty()))
-        .map(|p| Rule {
-            matches: vec![],
-            verdict: Verdict::Jump(policy_chain(p, dir)),
-        })
-        .collect();
-    rules.push(Rule {
-        matches: vec![],
-        verdict: Verdict::Drop,
-    });
-    Chain { hook: None, rules }
 }

@@ -97,6 +97,7 @@ impl Program {
                 Verdict::Drop => return Ok(Outcome::Drop),
                 Verdict::Jump(t) => Some(t.clone()),
                 Verdict::Map(field, map) => self.lookup(*field, map, p)?,
+                Verdict::PortMap(map) => self.port_lookup(map, p)?,
             };
             if let Some(t) = target {
                 match self.run(&t, p, depth + 1)? {
@@ -125,6 +126,20 @@ impl Program {
         }
         Ok(set.elems.iter().find_map(|e| match e {
             Elem::Jump(ip, chain) if *ip == key => Some(chain.clone()),
+            _ => None,
+        }))
+    }
+
+    /// `meta l4proto . th dport vmap @map`: the chain of the range holding the port.
+    fn port_lookup(&self, map: &str, p: &Packet) -> Result<Option<String>, EvalError> {
+        let set = self.set(map)?;
+        if set.kind != SetKind::PortDispatch {
+            return Err(EvalError::SetKind(map.into()));
+        }
+        Ok(set.elems.iter().find_map(|e| match e {
+            Elem::PortJump(pr, a, b, chain) if *pr == p.proto && (*a..=*b).contains(&p.port) => {
+                Some(chain.clone())
+            }
             _ => None,
         }))
     }

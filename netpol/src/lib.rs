@@ -21,5 +21,6 @@ pub mod model;
 pub mod oracle;
 pub mod program;
 pub mod select;
+pub mod selection;
 pub mod update;
 pub mod validate;

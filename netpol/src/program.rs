@@ -51,6 +51,9 @@ pub enum SetKind {
     AddrProtoPorts(Family),
     /// `type ipv4_addr : verdict`: local pod -> its selection chain.
     Dispatch(Family),
+    /// `type inet_proto . inet_service : verdict; flags interval`: a selection chain's
+    /// port ranges -> the policies whose ports admit them.
+    PortDispatch,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -62,6 +65,8 @@ pub enum Elem {
     AddrProtoPort(IpAddr, u8, u16),
     /// `addr : jump chain`.
     Jump(IpAddr, String),
+    /// `proto . first-last : jump chain`.
+    PortJump(u8, u16, u16, String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +104,8 @@ pub enum Verdict {
     Jump(String),
     /// `ip saddr vmap @map` / `ip daddr vmap @map`: no element, no verdict (next rule).
     Map(Field, String),
+    /// `meta l4proto . th dport vmap @map` (a `PortDispatch` map).
+    PortMap(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -12,7 +12,7 @@ use common::*;
 use netpol::addr::Family;
 use netpol::diff::{apply, diff};
 use netpol::oracle::Endpoint;
-use netpol::program::Program;
+use netpol::program::{Program, SetKind};
 use serde_json::json;
 
 const PROBES: [(u8, u16); 10] = [
@@ -41,9 +41,16 @@ fn endpoints(net: &Net) -> Vec<Endpoint<'_>> {
 fn compiled_programs_agree_with_the_oracle_on_random_clusters() {
     let mut r = Rng(0x6e65_7470_6f6c);
     let (mut allowed, mut denied, mut refused) = (0usize, 0usize, 0usize);
+    let mut port_maps = 0usize;
     for _ in 0..150 {
         let net = world(&mut r).build();
         refused += net.cluster.refused.len();
+        port_maps += net
+            .programs
+            .iter()
+            .flat_map(|p| p.sets.values())
+            .filter(|s| s.kind == SetKind::PortDispatch && !s.elems.is_empty())
+            .count();
         let eps = endpoints(&net);
         for s in &eps {
             for d in &eps {
@@ -66,6 +73,8 @@ fn compiled_programs_agree_with_the_oracle_on_random_clusters() {
         "allowed {allowed}, denied {denied}"
     );
     assert!(refused > 0, "no refused policy generated");
+    // Selection chains with a port map (several port-restricted policies) included.
+    assert!(port_maps > 10, "{port_maps} port maps");
 }
 
 fn tables(p: &Program) -> (&impl PartialEq, &impl PartialEq) {

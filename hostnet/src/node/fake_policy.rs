@@ -33,7 +33,7 @@ fn check(op: &Op, p: &Program) -> Result<(), NodeNetError> {
         .values()
         .flat_map(|s| &s.elems)
         .filter_map(|e| match e {
-            Elem::Jump(_, c) => Some(c),
+            Elem::Jump(_, c) | Elem::PortJump(.., c) => Some(c),
             _ => None,
         });
     let jumps = p

@@ -88,6 +88,15 @@ fn policies(with_db: bool) -> Vec<Value> {
                             {"from": [{"ipBlock": {"cidr": "192.168.77.0/24", "except": ["192.168.77.2/32"]}},
                                       {"ipBlock": {"cidr": "fd77::/64"}}],
                              "ports": [{"port": 9000}, {"port": 7000}]}]}}));
+        // With db-from-web, two policies with numeric ports select db: its selection
+        // chain dispatches through a port map (5432 to both, 8000-8100 to this one).
+        out.push(
+            json!({"metadata": {"namespace": "prod", "name": "db-from-dev"},
+               "spec": {"podSelector": {"matchLabels": {"app": "db"}},
+                        "ingress": [
+                            {"from": [{"namespaceSelector": {"matchLabels": {"team": "b"}}}],
+                             "ports": [{"port": 8000, "endPort": 8100}, {"port": 5432}]}]}}),
+        );
     }
     out
 }

@@ -147,6 +147,7 @@ fn the_kernel_enforces_programs_and_their_diffs_as_the_oracle_says() {
         "ip6 daddr vmap @ingress-pods6",
         "meta l4proto . th dport @",
         "ip daddr . meta l4proto . th dport @",
+        "meta l4proto . th dport vmap @",
     ] {
         assert!(listed.contains(line), "nft reads no {line:?} in\n{listed}");
     }

@@ -59,6 +59,13 @@ pub fn set_spec(name: &str, kind: SetKind) -> SetSpec {
             let (t, len) = addr_type(f);
             spec(SET_MAP, t, len, vec![], true)
         }
+        SetKind::PortDispatch => spec(
+            SET_INTERVAL | SET_CONCAT | SET_MAP,
+            INET_PROTO << 6 | INET_SERVICE,
+            8,
+            vec![1, 2],
+            true,
+        ),
     }
 }
 
@@ -75,7 +82,7 @@ pub fn kind_of(spec: &SetSpec) -> Option<SetKind> {
                 SetKind::Dispatch(*f),
             ]
         })
-        .chain([SetKind::ProtoPorts]);
+        .chain([SetKind::ProtoPorts, SetKind::PortDispatch]);
     kinds
         .into_iter()
         .find(|k| set_spec(&spec.name, *k) == *spec)
@@ -175,6 +182,11 @@ pub fn to_kernel(e: &Elem) -> Vec<SetElem> {
             jump: Some(chain.clone()),
             ..key(ip_bytes(*ip))
         }],
+        Elem::PortJump(proto, a, b, chain) => vec![SetElem {
+            key_end: Some(proto_port(*proto, *b).to_vec()),
+            jump: Some(chain.clone()),
+            ..key(proto_port(*proto, *a).to_vec())
+        }],
     }
 }
 
@@ -201,6 +213,12 @@ pub fn from_kernel(kind: SetKind, held: Vec<SetElem>) -> Option<BTreeSet<Elem>> 
                 }
                 SetKind::Dispatch(_) if e.key_end.is_none() && !e.interval_end => {
                     Some(Elem::Jump(ip_of(&e.key)?, e.jump.clone()?))
+                }
+                SetKind::PortDispatch if !e.interval_end => {
+                    let (proto, a) = parse_proto_port(&e.key)?;
+                    let (p2, b) = parse_proto_port(e.key_end.as_deref()?)?;
+                    let chain = e.jump.clone()?;
+                    (proto == p2).then_some(Elem::PortJump(proto, a, b, chain))
                 }
                 _ => None,
             }
@@ -275,6 +293,10 @@ mod tests {
             (
                 SetKind::Dispatch(Family::V4),
                 Elem::Jump(ip("10.1.0.1"), "sel-1-in".into()),
+            ),
+            (
+                SetKind::PortDispatch,
+                Elem::PortJump(6, 8000, 8080, "pol-1-in".into()),
             ),
         ];
         for (kind, elem) in cases {

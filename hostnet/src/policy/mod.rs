@@ -3,8 +3,8 @@
 //! kernel as a `Program`. Nothing here decides policy; `netpol` does.
 //!
 //! Within a batch the order is: sets, chains, elements removed, elements added, chains'
-//! rules rewritten (flush, then add), chains removed (all flushed, then deleted), sets
-//! removed. Elements go out
+//! rules rewritten (flush, then add), chains removed (all flushed), sets removed, chains
+//! deleted. Elements go out
 //! before they come in (not as `Changes` lists them): a range or a map entry that
 //! changes is the old one removed and a new one with the same start or key added, which
 //! the kernel refuses while the old one is there. The kernel applies the batch as one
@@ -69,7 +69,7 @@ pub fn sets_referred(changes: &Changes) -> Vec<String> {
                 program::Match::Established | program::Match::NeighbourDiscovery => None,
             });
             let v = match &r.verdict {
-                program::Verdict::Map(_, s) => Some(s.clone()),
+                program::Verdict::Map(_, s) | program::Verdict::PortMap(s) => Some(s.clone()),
                 _ => None,
             };
             m.chain(v).collect::<Vec<_>>()
@@ -110,15 +110,17 @@ pub fn changes_batch(changes: &Changes, held: &Kinds) -> Result<Vec<Msg>, NftErr
         }
     }
     // A chain jumped to cannot go (EBUSY) while a chain that jumps to it, deleted
-    // later in the batch, still holds its rules: every one is flushed first.
+    // later in the batch, still holds its rules, or while a map that goes too still
+    // holds an element jumping to it: every chain is flushed first, then the sets go
+    // (a rule of a flushed chain no longer refers to them), then the chains.
     for chain in &changes.del_chains {
         out.push(nftnl::flush_chain(FAMILY, TABLE, chain));
     }
-    for chain in &changes.del_chains {
-        out.push(nftnl::del_chain(FAMILY, TABLE, chain));
-    }
     for set in &changes.del_sets {
         out.push(nftnl::del_set(FAMILY, TABLE, set));
+    }
+    for chain in &changes.del_chains {
+        out.push(nftnl::del_chain(FAMILY, TABLE, chain));
     }
     Ok(out)
 }

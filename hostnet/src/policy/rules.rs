@@ -173,6 +173,17 @@ impl Encoder<'_> {
                     set_id: 0,
                 });
             }
+            Verdict::PortMap(map) => {
+                match self.kind(map)? {
+                    SetKind::PortDispatch => {}
+                    k => return Err(self.wrong(map, k)),
+                }
+                proto_port_loads(&mut self.out, 0);
+                self.out.push(Expr::Vmap {
+                    set: map.clone(),
+                    set_id: 0,
+                });
+            }
         }
         Ok(())
     }
@@ -253,6 +264,13 @@ pub fn decode(exprs: &[Expr], kinds: &Kinds) -> Option<Rule> {
             [Expr::Network { offset, .. }, Expr::Vmap { set, .. }] => {
                 break Verdict::Map(field_of(*offset)?, set.clone());
             }
+            [
+                Expr::Meta { .. },
+                Expr::Payload { .. },
+                Expr::Vmap { set, .. },
+            ] => {
+                break Verdict::PortMap(set.clone());
+            }
             [Expr::Accept] => break Verdict::Accept,
             [Expr::Drop] => break Verdict::Drop,
             [Expr::Jump(c)] => break Verdict::Jump(c.clone()),
@@ -276,6 +294,7 @@ mod tests {
             ("named4", SetKind::AddrProtoPorts(Family::V4)),
             ("named6", SetKind::AddrProtoPorts(Family::V6)),
             ("eg4", SetKind::Dispatch(Family::V4)),
+            ("sel-ports", SetKind::PortDispatch),
         ]
         .into_iter()
         .map(|(n, k)| (n.to_string(), k))
@@ -385,6 +404,10 @@ mod tests {
             Rule {
                 matches: vec![Match::DaddrProtoPortIn("named4".into())],
                 verdict: Verdict::Drop,
+            },
+            Rule {
+                matches: vec![],
+                verdict: Verdict::PortMap("sel-ports".into()),
             },
         ];
         for r in rules {

@@ -5,15 +5,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::ops::Bound;
 
 use super::tx::Tx;
 use super::{Key, State};
 use crate::addr::Family;
 use crate::build;
 use crate::cluster::Pod;
-use crate::compile::{policy_chain, selection_chain, selection_chain_name, selects, tag};
+use crate::compile::{policy_chain, selects, tag};
 use crate::members::named_ports;
 use crate::program::{Elem, Program, dispatch_map, short_id};
+use crate::selection::{self, Selection};
 use crate::validate::{Direction, Policy};
 
 const DIRS: [Direction; 2] = [Direction::Ingress, Direction::Egress];
@@ -134,7 +136,8 @@ impl Local {
         });
         sc.users += 1;
         if sc.users == 1 {
-            tx.put_chain(chain, Some(selection_chain(&pols(st, keys), dir)));
+            let sel = selection::objects(chain, &pols(st, keys), dir);
+            put_selection(tx, chain, sel);
         }
     }
 
@@ -145,7 +148,7 @@ impl Local {
         sc.users -= 1;
         if sc.users == 0 {
             self.chains.remove(chain);
-            tx.put_chain(chain, None);
+            put_selection(tx, chain, Selection::default());
         }
     }
 
@@ -158,7 +161,8 @@ impl Local {
                 } else {
                     Direction::Ingress
                 };
-                tx.put_chain(name, Some(selection_chain(&pols(st, &sc.keys), dir)));
+                let sel = selection::objects(name, &pols(st, &sc.keys), dir);
+                put_selection(tx, name, sel);
             }
         }
     }
@@ -196,6 +200,39 @@ impl Local {
             }
         }
     }
+}
+
+/// Makes the objects of selection chain `chain` exactly `sel` (none: removes them).
+fn put_selection(tx: &mut Tx, chain: &str, sel: Selection) {
+    let old_chains = owned(&tx.prog.chains, chain);
+    let old_sets = owned(&tx.prog.sets, chain);
+    for name in old_chains {
+        if !sel.chains.iter().any(|(n, _)| *n == name) {
+            tx.put_chain(&name, None);
+        }
+    }
+    for name in old_sets {
+        if !sel.sets.iter().any(|(n, _)| *n == name) {
+            tx.put_set(&name, None);
+        }
+    }
+    for (name, c) in sel.chains {
+        tx.put_chain(&name, Some(c));
+    }
+    for (name, set) in sel.sets {
+        tx.put_set(&name, Some(set));
+    }
+}
+
+/// The names in `objects` of selection chain `chain`'s objects.
+fn owned<V>(objects: &BTreeMap<String, V>, chain: &str) -> Vec<String> {
+    objects
+        .range::<str, _>((Bound::Included(chain), Bound::Unbounded))
+        .map(|(n, _)| n)
+        .take_while(|n| n.starts_with(chain))
+        .filter(|n| selection::owned(chain, n))
+        .cloned()
+        .collect()
 }
 
 /// Removes a policy's chain and sets for `dir`, if it has them.
@@ -270,7 +307,7 @@ fn policed(st: &State, pod: &Pod) -> Policed {
     for dir in DIRS {
         let s = &mut sel[d(dir)];
         if !s.0.is_empty() {
-            s.1 = Some(selection_chain_name(&pols(st, &s.0), dir));
+            s.1 = Some(selection::name(&pols(st, &s.0), dir));
         }
     }
     Policed {

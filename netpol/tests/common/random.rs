@@ -161,7 +161,48 @@ pub fn world(r: &mut Rng) -> World {
         let spec = policy_spec(r);
         w = w.policy(r.pick(&NAMESPACES), &format!("p{i}"), spec);
     }
+    // Often several policies with numeric ports only in one namespace: selection chains
+    // whose port map (overlapping ranges cut into segments) decides which policies run.
+    if r.chance(2) {
+        let ns = r.pick(&NAMESPACES);
+        for i in 0..2 + r.below(3) {
+            w = w.policy(ns, &format!("ports{i}"), ported_spec(r));
+        }
+    }
     w
+}
+
+/// A policy whose rules all have numeric ports (some overlapping, some protocol-wide).
+fn ported_spec(r: &mut Rng) -> Value {
+    let mut spec = json!({"podSelector": selector(r)});
+    for key in ["ingress", "egress"] {
+        let peers_key = if key == "ingress" { "from" } else { "to" };
+        let rules: Vec<Value> = (0..1 + r.below(2))
+            .map(|_| {
+                let ports: Vec<Value> = (0..1 + r.below(2))
+                    .map(|_| {
+                        r.pick(&[
+                            json!({"port": 80}),
+                            json!({"port": 80, "endPort": 82}),
+                            json!({"port": 81}),
+                            json!({"port": 81, "endPort": 1000}),
+                            json!({"protocol": "UDP"}),
+                            json!({"protocol": "UDP", "port": 53}),
+                            json!({"protocol": "SCTP", "port": 80}),
+                        ])
+                    })
+                    .collect();
+                let mut rule = json!({ "ports": ports });
+                if !r.chance(3) {
+                    rule[peers_key] = Value::Array(vec![peer(r)]);
+                }
+                rule
+            })
+            .collect();
+        spec[key] = Value::Array(rules);
+    }
+    spec["policyTypes"] = json!(["Ingress", "Egress"]);
+    spec
 }
 
 /// A random policy's spec (a few of them refused).
