@@ -50,11 +50,12 @@ need_test_packages() {
 }
 
 # What the cluster-install checks run: musl-gcc for the static build (ring compiles C),
-# podman + runc for the image end to end, jq and nft for its checks, Debian's python3 with
+# podman + runc for the image end to end, jq, nft, ping and curl for its checks, Debian's python3 with
 # the Kubernetes models for the manifest check.
 need_install_check_packages() {
     need_packages "the cluster install checks" musl-gcc:musl-tools podman:podman runc:runc \
-        jq:jq nft:nftables /usr/lib/python3/dist-packages/kubernetes:python3-kubernetes \
+        jq:jq nft:nftables ping:iputils-ping curl:curl ip:iproute2 \
+        /usr/lib/python3/dist-packages/kubernetes:python3-kubernetes \
         /usr/lib/python3/dist-packages/yaml:python3-yaml
 }
 

@@ -82,6 +82,8 @@ run_step() {
     else
         status=1
         echo "$name FAILED:" >&2
+        # The failure's own line first: a script's cleanup may print more than the tail.
+        grep -m 5 -E 'FAILED|panicked' "$log" >&2
         tail -40 "$log" >&2
     fi
 }

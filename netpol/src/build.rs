@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use crate::addr::{Family, RangeSet};
 use crate::cluster::Pod;
 use crate::compile::policy_chain;
-use crate::members::{Source, View, named_ports, rule_members};
+use crate::members::{Source, View, named_ports, peer_set, rule_members};
 use crate::program::*;
 use crate::validate::{Direction, Peer, Policy, PortMatch, Rule as PolicyRule};
 
@@ -37,7 +37,7 @@ pub fn policy<V: View + ?Sized>(prog: &mut Program, c: &V, p: &Policy, dir: Dire
     let mut out = Vec::new();
     for (r, rule) in rules.iter().enumerate() {
         let base = format!("{chain}{r}");
-        let peers = peer_matches(prog, c, p, dir, r, rule, &base);
+        let peers = peer_matches(prog, c, p, dir, rule, &base);
         let ports = port_matches(prog, rule, &base);
         // One nft rule per alternative of peer and of port (a k8s rule is an OR of its
         // peers and of its ports); an address set only meets its own family.
@@ -66,13 +66,13 @@ pub fn policy<V: View + ?Sized>(prog: &mut Program, c: &V, p: &Policy, dir: Dire
 type Alternative = (Option<Family>, Option<Match>);
 
 /// The peer alternatives of a rule: any peer, or per family its selected pods' set
-/// (hash, follows pods) and its ipBlocks' set (intervals, follows the policy).
+/// (hash, follows pods, shared by the rules with the same peers) and its ipBlocks' set
+/// (intervals, follows the policy).
 fn peer_matches<V: View + ?Sized>(
     prog: &mut Program,
     c: &V,
     p: &Policy,
     dir: Direction,
-    r: usize,
     rule: &PolicyRule,
     base: &str,
 ) -> Vec<Alternative> {
@@ -86,22 +86,14 @@ fn peer_matches<V: View + ?Sized>(
     let mut out = vec![];
     for f in Family::BOTH {
         if peers.iter().any(|x| matches!(x, Peer::Pods { .. })) {
-            let name = format!("{base}-pods{}", f.suffix());
-            let src = Source::PeerPods {
-                policy: p.key(),
-                dir,
-                rule: r,
-                family: f,
-            };
-            let elems = members_of(c, p, rule, false, f);
-            prog.sets.insert(
-                name.clone(),
-                Set {
-                    kind: SetKind::Addrs(f),
-                    elems,
-                },
-            );
-            prog.sources.insert(name.clone(), src);
+            // Shared with every rule of the same peers: built by the first.
+            let (name, src) = peer_set(&p.namespace, peers, f);
+            if !prog.sets.contains_key(&name) {
+                let elems = members_of(c, p, rule, false, f);
+                let kind = SetKind::Addrs(f);
+                prog.sets.insert(name.clone(), Set { kind, elems });
+                prog.sources.insert(name.clone(), src);
+            }
             out.push((Some(f), Some(Match::AddrIn(field, name))));
         }
         let mut blocks = RangeSet::new(f);

@@ -4,7 +4,8 @@
 //! Shape (see README.md for the nft text):
 //! - per policy and direction that selects a local pod, a chain `pol-<id>-in|eg` whose
 //!   rules accept what the policy's rules allow: one nft rule per alternative of peer
-//!   (`…-pods4|6`, a hash set of the selected pods' addresses; `…-block4|6`, an interval
+//!   (`peer-<id>-pods4|6`, a hash set of the selected pods' addresses, shared by every
+//!   rule naming the same peers, see `members::peer_set`; `…-block4|6`, an interval
 //!   set of the ipBlocks minus except) and of port (`…-ports`, `l4proto . dport` ranges;
 //!   `…-named4|6`, `daddr . l4proto . dport` where the named ports resolve);
 //! - per distinct list of policies selecting a local pod, a selection chain

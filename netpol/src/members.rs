@@ -6,9 +6,9 @@ use std::borrow::Cow;
 
 use crate::addr::Family;
 use crate::cluster::{Cluster, Pod};
-use crate::program::Elem;
+use crate::program::{Elem, short_id};
 use crate::select::Labels;
-use crate::validate::{Direction, Namespaces, Peer, Policy, PortMatch, Rule};
+use crate::validate::{Namespaces, Peer, Policy, PortMatch, Rule};
 
 /// What set membership reads of the cluster: a `Cluster` (every pod, the plain way) or
 /// the incremental engine's indexed state.
@@ -34,13 +34,14 @@ impl View for Cluster {
 }
 
 /// A set whose elements follow pods anywhere in the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
-    /// The addresses of the pods a rule's selector peers pick.
+    /// The addresses of the pods selector peers pick: one set for every rule with the
+    /// same peers (`namespace`: the policies' own, which a peer without a
+    /// namespaceSelector means; empty when no peer needs it), see `peer_set`.
     PeerPods {
-        policy: String,
-        dir: Direction,
-        rule: usize,
+        namespace: String,
+        peers: Vec<Peer>,
         family: Family,
     },
     /// `(address, proto, port)` where an egress rule's named ports resolve, on its peers.
@@ -100,29 +101,71 @@ fn policy<'c>(c: &'c Cluster, key: &str) -> Option<&'c Policy> {
     Some(&c.policies[i])
 }
 
+/// The name and source of the set of the pods `peers` (a rule's, of a policy in
+/// `namespace`) pick in family `f`: named after what decides its elements, so rules
+/// of many policies with the same peers share one set.
+pub fn peer_set(namespace: &str, peers: &[Peer], f: Family) -> (String, Source) {
+    let peers: Vec<Peer> = peers
+        .iter()
+        .filter(|x| matches!(x, Peer::Pods { .. }))
+        .cloned()
+        .collect();
+    let own = peers.iter().any(|x| {
+        matches!(
+            x,
+            Peer::Pods {
+                namespaces: Namespaces::Own,
+                ..
+            }
+        )
+    });
+    let namespace = if own { namespace } else { "" }.to_string();
+    let id = short_id(&format!("{namespace}\n{peers:?}"));
+    let name = format!("peer-{id}-pods{}", f.suffix());
+    let src = Source::PeerPods {
+        namespace,
+        peers,
+        family: f,
+    };
+    (name, src)
+}
+
+/// What `pod` puts into a `PeerPods` set.
+pub fn peer_members<V: View + ?Sized>(
+    c: &V,
+    namespace: &str,
+    peers: &[Peer],
+    f: Family,
+    pod: &Pod,
+) -> Vec<Elem> {
+    if !picks(c, namespace, peers, pod) {
+        return vec![];
+    }
+    pod.ip(f).map(Elem::Addr).into_iter().collect()
+}
+
 /// What `pod` puts into the set `src` describes.
 pub fn members(c: &Cluster, src: &Source, pod: &Pod) -> Vec<Elem> {
-    let (key, dir, r, f) = match src {
+    match src {
         Source::PeerPods {
-            policy,
-            dir,
-            rule,
+            namespace,
+            peers,
             family,
-        } => (policy, *dir, *rule, *family),
+        } => peer_members(c, namespace, peers, *family, pod),
         Source::EgressNamed {
-            policy,
+            policy: key,
             rule,
             family,
-        } => (policy, Direction::Egress, *rule, *family),
-    };
-    let Some(p) = policy(c, key) else {
-        return vec![];
-    };
-    let Some(rule) = p.rules(dir).and_then(|rs| rs.get(r)) else {
-        return vec![];
-    };
-    let named = matches!(src, Source::EgressNamed { .. });
-    rule_members(c, p, rule, named, f, pod)
+        } => {
+            let Some(p) = policy(c, key) else {
+                return vec![];
+            };
+            let Some(rule) = p.egress.as_deref().and_then(|rs| rs.get(*rule)) else {
+                return vec![];
+            };
+            rule_members(c, p, rule, true, *family, pod)
+        }
+    }
 }
 
 /// `members` with the policy and rule at hand (the full compile's loop).

@@ -14,7 +14,7 @@ use crate::build;
 use crate::cluster::Pod;
 use crate::compile::{policy_chain, selects, tag};
 use crate::members::named_ports;
-use crate::program::{Elem, Program, dispatch_map, short_id};
+use crate::program::{Chain, Elem, Match, Program, dispatch_map, short_id};
 use crate::selection::{self, Selection};
 use crate::validate::{Direction, Policy};
 
@@ -257,7 +257,37 @@ pub fn deactivate(local: &mut Local, tx: &mut Tx, key: &Key, dir: Direction) {
         tx.prog.sources.remove(&name);
         tx.put_set(&name, None);
     }
+    let shared: BTreeSet<String> = tx
+        .prog
+        .chains
+        .get(&chain)
+        .map(|c| set_refs(c).cloned().collect())
+        .unwrap_or_default();
     tx.put_chain(&chain, None);
+    // A shared peer set goes with the last chain referring to it.
+    let used: BTreeSet<&String> = tx.prog.chains.values().flat_map(set_refs).collect();
+    let unused: Vec<String> = shared
+        .iter()
+        .filter(|n| !used.contains(n))
+        .cloned()
+        .collect();
+    for name in unused {
+        if tx.prog.sets.contains_key(&name) {
+            tx.prog.sources.remove(&name);
+            tx.put_set(&name, None);
+        }
+    }
+}
+
+/// The sets a chain's rules match addresses against.
+fn set_refs(c: &Chain) -> impl Iterator<Item = &String> {
+    c.rules
+        .iter()
+        .flat_map(|r| &r.matches)
+        .filter_map(|m| match m {
+            Match::AddrIn(_, set) => Some(set),
+            _ => None,
+        })
 }
 
 /// An ingress policy's named-port sets, from its local targets.

@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use crate::cluster::Pod;
 use crate::compile::base_program;
 use crate::diff::{Changes, diff};
-use crate::members::{Source, View, rule_members};
+use crate::members::{Source, View, peer_members, rule_members};
 use crate::model;
 use crate::program::{Elem, Program};
 use crate::select::{Labels, namespace_labels};
@@ -67,24 +67,23 @@ impl State {
 
     /// What `pod` puts into the set `src` describes (`members::members`, indexed).
     fn source_members(&self, src: &Source, pod: &Pod) -> Vec<Elem> {
-        let (key, dir, r, f, named) = match src {
+        let (key, r, f) = match src {
             Source::PeerPods {
-                policy,
-                dir,
-                rule,
+                namespace,
+                peers,
                 family,
-            } => (policy, *dir, *rule, *family, false),
+            } => return peer_members(self, namespace, peers, *family, pod),
             Source::EgressNamed {
                 policy,
                 rule,
                 family,
-            } => (policy, Direction::Egress, *rule, *family, true),
+            } => (policy, *rule, *family),
         };
         let Some(p) = self.policy_of(key) else {
             return vec![];
         };
-        match p.rules(dir).and_then(|rs| rs.get(r)) {
-            Some(rule) => rule_members(self, p, rule, named, f, pod),
+        match p.egress.as_deref().and_then(|rs| rs.get(r)) {
+            Some(rule) => rule_members(self, p, rule, true, f, pod),
             None => vec![],
         }
     }
@@ -317,19 +316,17 @@ impl Engine {
     }
 }
 
-/// Whether a source's rule has a namespace-selector peer.
+/// Whether a source's peers include a namespace selector.
 fn namespace_dependent(st: &State, src: &Source) -> bool {
-    let (key, dir, r) = match src {
-        Source::PeerPods {
-            policy, dir, rule, ..
-        } => (policy, *dir, *rule),
-        Source::EgressNamed { policy, rule, .. } => (policy, Direction::Egress, *rule),
+    let peers = match src {
+        Source::PeerPods { peers, .. } => Some(peers),
+        Source::EgressNamed { policy, rule, .. } => st
+            .policy_of(policy)
+            .and_then(|p| p.egress.as_deref())
+            .and_then(|rs| rs.get(*rule))
+            .and_then(|r| r.peers.as_ref()),
     };
-    let rule = st
-        .policy_of(key)
-        .and_then(|p| p.rules(dir))
-        .and_then(|rs| rs.get(r));
-    rule.and_then(|r| r.peers.as_ref()).is_some_and(|peers| {
+    peers.is_some_and(|peers| {
         peers.iter().any(|x| {
             matches!(
                 x,
