@@ -2,7 +2,7 @@
 //! (`compile` makes them for every policy selecting a local pod, the engine for the one
 //! policy an event touches). Membership is read through `members::View`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::addr::{Family, RangeSet};
 use crate::cluster::Pod;
@@ -27,8 +27,15 @@ fn members_of<V: View + ?Sized>(
     out
 }
 
-/// The chain of one policy's rules for `dir`, and their sets.
-pub fn policy<V: View + ?Sized>(prog: &mut Program, c: &V, p: &Policy, dir: Direction) {
+/// The chain of one policy's rules for `dir`, and their sets; a shared peer set that
+/// `prog` or `held` (the program a scratch `prog` goes into) already has is not rebuilt.
+pub fn policy<V: View + ?Sized>(
+    prog: &mut Program,
+    held: &BTreeMap<String, Set>,
+    c: &V,
+    p: &Policy,
+    dir: Direction,
+) {
     let rules = p.rules(dir).unwrap_or_default();
     if rules.is_empty() {
         return;
@@ -37,7 +44,7 @@ pub fn policy<V: View + ?Sized>(prog: &mut Program, c: &V, p: &Policy, dir: Dire
     let mut out = Vec::new();
     for (r, rule) in rules.iter().enumerate() {
         let base = format!("{chain}{r}");
-        let peers = peer_matches(prog, c, p, dir, rule, &base);
+        let peers = peer_matches(prog, held, c, p, dir, rule, &base);
         let ports = port_matches(prog, rule, &base);
         // One nft rule per alternative of peer and of port (a k8s rule is an OR of its
         // peers and of its ports); an address set only meets its own family.
@@ -70,6 +77,7 @@ type Alternative = (Option<Family>, Option<Match>);
 /// (intervals, follows the policy).
 fn peer_matches<V: View + ?Sized>(
     prog: &mut Program,
+    held: &BTreeMap<String, Set>,
     c: &V,
     p: &Policy,
     dir: Direction,
@@ -88,7 +96,7 @@ fn peer_matches<V: View + ?Sized>(
         if peers.iter().any(|x| matches!(x, Peer::Pods { .. })) {
             // Shared with every rule of the same peers: built by the first.
             let (name, src) = peer_set(&p.namespace, peers, f);
-            if !prog.sets.contains_key(&name) {
+            if !prog.sets.contains_key(&name) && !held.contains_key(&name) {
                 let elems = members_of(c, p, rule, false, f);
                 let kind = SetKind::Addrs(f);
                 prog.sets.insert(name.clone(), Set { kind, elems });

@@ -77,7 +77,7 @@ pub fn compile(c: &Cluster, node: &str) -> Program {
             }
         }
         for (i, pods) in targets {
-            build::policy(&mut prog, c, &c.policies[i], dir);
+            build::policy(&mut prog, &BTreeMap::new(), c, &c.policies[i], dir);
             build::named_sets(&mut prog, c, &c.policies[i], dir, &pods);
         }
     }

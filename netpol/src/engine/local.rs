@@ -185,7 +185,7 @@ impl Local {
             };
             if !active {
                 let mut scratch = Program::default();
-                build::policy(&mut scratch, st, p, dir);
+                build::policy(&mut scratch, &tx.prog.sets, st, p, dir);
                 build::named_sets(&mut scratch, st, p, dir, &targets);
                 for (name, set) in scratch.sets {
                     tx.put_set(&name, Some(set));
