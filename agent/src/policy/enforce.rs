@@ -123,20 +123,25 @@ impl<'a> Enforcer<'a> {
             Ok(()) if recheck => self.recheck(),
             other => other,
         };
+        // The latency ends at the commit: the policy is enforced from there on. The
+        // conntrack cleanup that follows dumps the whole table (its time grows with
+        // nf_conntrack_buckets, ~25 ms at 262,144, however few entries it holds).
+        if written.is_ok()
+            && bridged.is_ok()
+            && let Some(since) = since
+        {
+            let us = since.elapsed().as_micros() as u64;
+            m.last_latency_us.store(us, Ordering::Relaxed);
+            m.max_latency_us.fetch_max(us, Ordering::Relaxed);
+        }
         if written.is_ok() && may_deny {
             self.forget_denied();
         }
-        let written = written.and(bridged);
-        match written {
+        match written.and(bridged) {
             Ok(()) => {
                 self.in_place = true;
                 self.retry.reset();
                 self.retry_at = None;
-                if let Some(since) = since {
-                    let us = since.elapsed().as_micros() as u64;
-                    m.last_latency_us.store(us, Ordering::Relaxed);
-                    m.max_latency_us.fetch_max(us, Ordering::Relaxed);
-                }
             }
             Err(e) => {
                 self.in_place = false;

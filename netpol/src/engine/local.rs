@@ -49,6 +49,9 @@ pub(crate) struct Local {
     /// The policies whose chain and sets are in the program.
     active: BTreeSet<(Key, Direction)>,
     chains: HashMap<String, SelChain>,
+    /// Shared peer sets a removed policy chain referred to: removed at the end of the
+    /// event if no chain refers to them then (a policy rewritten keeps its sets).
+    orphans: BTreeSet<String>,
 }
 
 impl Local {
@@ -199,6 +202,25 @@ impl Local {
                 refill_named(tx, p, &targets);
             }
         }
+        self.sweep(tx);
+    }
+
+    /// Removes the orphaned shared sets no chain refers to.
+    fn sweep(&mut self, tx: &mut Tx) {
+        if self.orphans.is_empty() {
+            return;
+        }
+        let used: BTreeSet<&String> = tx.prog.chains.values().flat_map(set_refs).collect();
+        let unused: Vec<String> = std::mem::take(&mut self.orphans)
+            .into_iter()
+            .filter(|n| !used.contains(n))
+            .collect();
+        for name in unused {
+            if tx.prog.sets.contains_key(&name) {
+                tx.prog.sources.remove(&name);
+                tx.put_set(&name, None);
+            }
+        }
     }
 }
 
@@ -257,26 +279,11 @@ pub fn deactivate(local: &mut Local, tx: &mut Tx, key: &Key, dir: Direction) {
         tx.prog.sources.remove(&name);
         tx.put_set(&name, None);
     }
-    let shared: BTreeSet<String> = tx
-        .prog
-        .chains
-        .get(&chain)
-        .map(|c| set_refs(c).cloned().collect())
-        .unwrap_or_default();
-    tx.put_chain(&chain, None);
-    // A shared peer set goes with the last chain referring to it.
-    let used: BTreeSet<&String> = tx.prog.chains.values().flat_map(set_refs).collect();
-    let unused: Vec<String> = shared
-        .iter()
-        .filter(|n| !used.contains(n))
-        .cloned()
-        .collect();
-    for name in unused {
-        if tx.prog.sets.contains_key(&name) {
-            tx.prog.sources.remove(&name);
-            tx.put_set(&name, None);
-        }
+    // A shared peer set goes with the last chain referring to it (`Local::sweep`).
+    if let Some(c) = tx.prog.chains.get(&chain) {
+        local.orphans.extend(set_refs(c).cloned());
     }
+    tx.put_chain(&chain, None);
 }
 
 /// The sets a chain's rules match addresses against.
