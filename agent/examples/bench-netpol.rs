@@ -238,9 +238,12 @@ fn main() {
             let (shared, metrics, args, installer, net) =
                 (shared.clone(), metrics.clone(), &args, &installer, &net);
             let addrs = net.clone();
+            // The conntrack dump on a socket of its own, as run.rs makes it.
+            let dumper = ns.host();
             let policy = PolicyKernel {
                 net: Box::new(net.clone()),
                 local_addrs: Box::new(move || addrs.local_addrs()),
+                conntrack: Some(Box::new(move || dumper.conntrack())),
             };
             s.spawn(move || {
                 let routes: &dyn NodeNet = &**net;

@@ -45,10 +45,11 @@ fn with_agent(
         let agent = {
             let (shared, metrics, args, installer) =
                 (shared.clone(), metrics.clone(), &args, &installer);
-            let addrs = policy.clone();
+            let (addrs, dumper) = (policy.clone(), policy.clone());
             let policy = PolicyKernel {
                 net: Box::new(policy.clone()),
                 local_addrs: Box::new(move || addrs.local_addrs()),
+                conntrack: Some(Box::new(move || dumper.conntrack())),
             };
             s.spawn(move || {
                 agent::run(

@@ -15,6 +15,7 @@ use crate::kube::api::{ApiError, Client};
 use crate::kube::watcher::Shared;
 use crate::log;
 use crate::policy::PolicyKernel;
+use crate::policy::dumps::Dump;
 use crate::serve::Metrics;
 
 /// Retry delays while the API server fails or the node has no podCIDR (--once): 1 s
@@ -130,9 +131,20 @@ fn policy_net(args: &Args, net: &Arc<HostNodeNet>) -> Option<PolicyKernel> {
     }
     if args.network_policy {
         let addrs = net.clone();
+        // The conntrack dump on its own socket: it does not hold up the loop's writes.
+        let conntrack = match HostNodeNet::current() {
+            Ok(dumper) => Some(Box::new(move || dumper.conntrack()) as Dump),
+            Err(e) => {
+                log(&format!(
+                    "warning: a socket for conntrack dumps: {e}; the loop dumps itself"
+                ));
+                None
+            }
+        };
         return Some(PolicyKernel {
             net: Box::new(net.clone()),
             local_addrs: Box::new(move || addrs.local_addrs()),
+            conntrack,
         });
     }
     if let Err(e) = net.remove_policy() {

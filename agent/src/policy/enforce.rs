@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use hostnet::node::{NodeNetError, Refusal};
+use netpol::conntrack::CtEntry;
 use netpol::diff::{Changes, diff};
 use netpol::engine::Engine;
 use netpol::program::Program;
@@ -22,6 +23,7 @@ use netpol::program::Program;
 use crate::backoff::Backoff;
 use crate::log;
 use crate::policy::PolicyKernel;
+use crate::policy::dumps::{self, Dumps};
 use crate::policy::inbox::{Batch, Inbox};
 use crate::serve::PolicyMetrics;
 
@@ -41,6 +43,8 @@ pub struct Enforcer<'a> {
     warned: BTreeSet<String>,
     retry: Backoff,
     retry_at: Option<Instant>,
+    /// The dump thread (None: the loop dumps conntrack itself).
+    dumps: Option<Arc<Dumps>>,
 }
 
 /// Runs the loop until the process ends.
@@ -50,8 +54,10 @@ pub fn run(
     kernel: &PolicyKernel,
     metrics: &PolicyMetrics,
     interval: Duration,
+    dumps: Option<Arc<Dumps>>,
 ) {
     let mut e = Enforcer::new(node, kernel, metrics);
+    e.dumps = dumps;
     let mut checked = Instant::now();
     loop {
         let due = checked + interval;
@@ -77,12 +83,13 @@ impl<'a> Enforcer<'a> {
             warned: BTreeSet::new(),
             retry: Backoff::new(MAX_RETRY),
             retry_at: None,
+            dumps: None,
         }
     }
 
     /// One turn of the loop: `batch` into the engine and the kernel; `recheck`: compare
     /// the kernel's table with the program (someone else's change is repaired).
-    pub fn step(&mut self, batch: Batch, recheck: bool) {
+    pub fn step(&mut self, mut batch: Batch, recheck: bool) {
         let since = batch.since;
         let (pods, _, policies) = batch.counts;
         let m = self.metrics;
@@ -91,6 +98,7 @@ impl<'a> Enforcer<'a> {
         if !batch.synced {
             return;
         }
+        let dumped = batch.conntrack.take();
         // What may deny a connection allowed so far: then its conntrack entry goes.
         let may_deny = self.engine.is_none()
             || !batch.policies.is_empty()
@@ -134,8 +142,16 @@ impl<'a> Enforcer<'a> {
             m.last_latency_us.store(us, Ordering::Relaxed);
             m.max_latency_us.fetch_max(us, Ordering::Relaxed);
         }
+        // A dump asked for earlier is judged against the program now in place (a
+        // connection this batch denies goes too).
+        if let Some(entries) = dumped {
+            self.forget_denied(entries);
+        }
         if written.is_ok() && may_deny {
-            self.forget_denied();
+            match &self.dumps {
+                Some(d) => d.want(),
+                None => self.forget_denied(self.kernel.net.conntrack()),
+            }
         }
         match written.and(bridged) {
             Ok(()) => {
@@ -268,16 +284,16 @@ impl<'a> Enforcer<'a> {
         result
     }
 
-    /// Deletes the conntrack entries of connections the program now denies (judged as
-    /// their first packet would be, after DNAT), so they stop as the policy says; the
-    /// others keep their state (a Service's DNAT among it). A failure is logged: the
-    /// policy itself is in place, only old connections live on.
-    fn forget_denied(&mut self) {
+    /// Deletes the conntrack entries (a dump's, `entries`) of connections the program
+    /// now denies (judged as their first packet would be, after DNAT), so they stop as
+    /// the policy says; the others keep their state (a Service's DNAT among it). A
+    /// failure is logged: the policy itself is in place, only old connections live on.
+    fn forget_denied(&mut self, entries: Result<Vec<CtEntry>, NodeNetError>) {
         let kernel = self.kernel;
         let result = (kernel.local_addrs)().and_then(|local| {
             let engine = self.engine.as_mut().expect("loaded");
             engine.set_local(local);
-            let entries = kernel.net.conntrack()?;
+            let entries = entries?;
             let denied = netpol::eval::denied(engine.program(), &entries).unwrap_or_else(|e| {
                 log(&format!("error: NetworkPolicy: judging connections: {e}"));
                 Vec::new()
@@ -349,7 +365,7 @@ pub fn start(
     node: &str,
     client: Arc<crate::kube::api::Client>,
     shared: Arc<crate::kube::watcher::Shared>,
-    kernel: PolicyKernel,
+    mut kernel: PolicyKernel,
     metrics: Arc<crate::serve::Metrics>,
     interval: Duration,
 ) -> std::io::Result<Arc<Inbox>> {
@@ -380,10 +396,23 @@ pub fn start(
     watch!(Namespaces, "watch-namespaces");
     watch!(NetworkPolicies, "watch-policies");
     watch!(Pods, "watch-pods");
+    let dumps = match kernel.conntrack.take() {
+        Some(dump) => Some(dumps::start(dump, inbox.clone())?),
+        None => None,
+    };
     let node = node.to_string();
     let loop_inbox = inbox.clone();
     std::thread::Builder::new()
         .name("netpol".into())
-        .spawn(move || run(&node, &loop_inbox, &kernel, &metrics.policy, interval))?;
+        .spawn(move || {
+            run(
+                &node,
+                &loop_inbox,
+                &kernel,
+                &metrics.policy,
+                interval,
+                dumps,
+            )
+        })?;
     Ok(inbox)
 }

@@ -11,7 +11,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use hostnet::node::NodeNetError;
 use netpol::cluster::Pod;
+use netpol::conntrack::CtEntry;
 use netpol::model::{Namespace, NetworkPolicy};
 
 use crate::kube::collection::{Namespaces, NetworkPolicies, Pods, WatchEvent};
@@ -112,6 +114,7 @@ pub struct Changes {
     dirty: bool,
     /// Someone else changed our table in the kernel: compare it with the program.
     recheck: bool,
+    conntrack: Option<Result<Vec<CtEntry>, NodeNetError>>,
 }
 
 impl Changes {
@@ -128,6 +131,7 @@ impl Changes {
             since: None,
             dirty: false,
             recheck: false,
+            conntrack: None,
         }
     }
 }
@@ -159,6 +163,8 @@ pub struct Batch {
     pub pods_updated: bool,
     /// Objects the API holds, per kind (pods, namespaces, policies).
     pub counts: (usize, usize, usize),
+    /// A conntrack dump the loop asked for (`dumps`), to be judged.
+    pub conntrack: Option<Result<Vec<CtEntry>, NodeNetError>>,
 }
 
 impl Batch {
@@ -200,6 +206,7 @@ impl Inbox {
                 recheck: false,
                 pods_updated: false,
                 counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
+                conntrack: None,
             };
         }
         Batch {
@@ -211,7 +218,16 @@ impl Inbox {
             recheck: std::mem::take(&mut s.recheck),
             pods_updated: std::mem::take(&mut s.pods.updated),
             counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
+            conntrack: s.conntrack.take(),
         }
+    }
+
+    /// A conntrack dump made (a newer one replaces one not taken yet).
+    pub fn conntrack_dumped(&self, entries: Result<Vec<CtEntry>, NodeNetError>) {
+        let mut s = self.lock();
+        s.conntrack = Some(entries);
+        s.dirty = true;
+        self.changed.notify_all();
     }
 
     /// The kernel's notification that someone else changed our table (or that

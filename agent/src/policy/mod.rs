@@ -3,6 +3,7 @@
 //! into the kernel through `hostnet`'s `PolicyNet`. See netpol/README.md for the
 //! semantics and the table's layout.
 
+pub mod dumps;
 pub mod enforce;
 pub mod inbox;
 
@@ -16,4 +17,7 @@ pub struct PolicyKernel {
     /// This node's own addresses now: connections to and from them never meet the
     /// forward hook, so their conntrack entries are never judged.
     pub local_addrs: Box<dyn Fn() -> Result<Vec<IpAddr>, NodeNetError> + Send>,
+    /// The conntrack dump on a socket of its own, for the dump thread (`dumps`); None:
+    /// the loop dumps through `net` itself.
+    pub conntrack: Option<dumps::Dump>,
 }
