@@ -625,6 +625,10 @@ impl NodeNet for HostNodeNet {
                 .ok()
                 .flatten(),
         };
+        if let Some(pid) = nft_pid {
+            // Best effort: without it our own notifications are skipped in userspace.
+            let _ = sockets.ignore_nft_from(pid);
+        }
         // After subscribing: a link changed meanwhile is told by its notification. (Also
         // the request that binds our route socket, if nothing did yet: its port id is
         // the kernel's to give at the first send.)
