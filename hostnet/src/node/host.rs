@@ -13,7 +13,7 @@ use super::firewall_delta;
 use super::forwarding;
 use super::overlay_host;
 use super::watch_filter::Filter;
-use super::watch_host::{self, Sockets};
+use super::watch_host::{self, Quiet, QuietGuard, Sockets};
 use super::{
     Cause, NodeNet, NodeNetError, NodePolicy, Notify, Op, OverlayPeer, PodRoute, ROUTE_PROTO,
     Refusal, VXLAN_DEVICE, VxlanSpec, Watch, mtu,
@@ -33,7 +33,13 @@ pub struct HostNodeNet {
     nft: Mutex<Option<NfSocket>>,
     /// Our nexthop objects as last seen; `None`: to be read from the kernel.
     hops: Mutex<Option<Hops>>,
+    /// The running watch's way out of the nf_tables group around a large batch.
+    quiet: Mutex<Option<Quiet>>,
 }
+
+/// A batch of more set elements than this is written with the watch out of the
+/// nf_tables group (see `Quiet`).
+const QUIET_ELEMS: usize = 4096;
 
 /// Where our nexthops are numbered from: far from the small ids people pick by hand.
 const FIRST_NH_ID: u32 = 0xcb00_0001;
@@ -166,6 +172,7 @@ impl HostNodeNet {
             netns: None,
             nft: Mutex::new(None),
             hops: Mutex::new(None),
+            quiet: Mutex::new(None),
         })
     }
 
@@ -200,6 +207,16 @@ impl HostNodeNet {
             *guard = Some(sock);
         }
         Ok(guard)
+    }
+
+    /// For a batch of `elems` set elements: the watch out of the nf_tables group while
+    /// the returned guard lives, if the batch is large and a watch runs.
+    pub(super) fn quiet_for(&self, elems: usize) -> Option<QuietGuard> {
+        if elems <= QUIET_ELEMS {
+            return None;
+        }
+        let quiet = self.quiet.lock().unwrap_or_else(|p| p.into_inner());
+        quiet.as_ref()?.hold()
     }
 
     pub(super) fn with_nft<T>(
@@ -613,7 +630,7 @@ impl NodeNet for HostNodeNet {
 
     fn watch(&self, notify: Notify) -> Result<Watch, NodeNetError> {
         let io = NodeNetError::of::<std::io::Error>;
-        let (sockets, nft_err) = self
+        let (mut sockets, nft_err) = self
             .run_here(Sockets::open)
             .map_err(NodeNetError::of(Op::Watch))?
             .map_err(io(Op::Watch))?;
@@ -629,6 +646,7 @@ impl NodeNet for HostNodeNet {
             // Best effort: without it our own notifications are skipped in userspace.
             let _ = sockets.ignore_nft_from(pid);
         }
+        *self.quiet.lock().unwrap_or_else(|p| p.into_inner()) = sockets.quiet();
         // After subscribing: a link changed meanwhile is told by its notification. (Also
         // the request that binds our route socket, if nothing did yet: its port id is
         // the kernel's to give at the first send.)

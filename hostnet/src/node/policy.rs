@@ -59,6 +59,8 @@ pub trait PolicyNet {
 
 impl PolicyNet for HostNodeNet {
     fn replace_policy(&self, program: &Program) -> Result<(), NodeNetError> {
+        let elems = program.sets.values().map(|s| s.elems.len()).sum();
+        let _quiet = self.quiet_for(elems);
         self.with_nft(Op::ReplacePolicy, |nf| {
             nf.batch(&policy::replace_batch(program)?)
         })
@@ -68,6 +70,7 @@ impl PolicyNet for HostNodeNet {
         if changes.is_empty() {
             return Ok(());
         }
+        let _quiet = self.quiet_for(changes.add_elems.len() + changes.del_elems.len());
         self.with_nft(Op::ApplyPolicy, |nf| {
             let referred = policy::sets_referred(changes);
             let held = if referred.is_empty() {

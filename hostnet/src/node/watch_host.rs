@@ -8,6 +8,7 @@
 use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -35,7 +36,46 @@ const RCVBUF: usize = 4 << 20;
 /// The sockets of a watch, made in the node's namespace.
 pub(super) struct Sockets {
     route: Socket,
-    nft: Option<Socket>,
+    nft: Option<Arc<Socket>>,
+    /// A byte here: the nf_tables group was left for a while (`Quiet`), anything of
+    /// ours there may have changed unseen.
+    poked: UnixStream,
+    poke: Option<UnixStream>,
+}
+
+/// The kernel builds one notification per set element of every nf_tables transaction
+/// while anyone on the machine listens to the group (the listener bitmap is global, not
+/// per namespace): with this watch listening, a NetworkPolicy table of 108,000 elements
+/// took 1.1 s instead of 0.2 s. Around a large batch of ours the watch leaves the group;
+/// after it, it rejoins and reports our tables as changed (a foreign change meanwhile
+/// is then repaired by the comparison).
+#[derive(Debug)]
+pub(super) struct Quiet {
+    nft: Weak<Socket>,
+    poke: UnixStream,
+}
+
+impl Quiet {
+    /// Leaves the group; the watch rejoins when the returned guard drops. None: the
+    /// watch has ended, or the kernel refused.
+    pub fn hold(&self) -> Option<QuietGuard> {
+        let nft = self.nft.upgrade()?;
+        let poke = self.poke.try_clone().ok()?;
+        nft.drop_membership(NFNLGRP_NFTABLES).ok()?;
+        Some(QuietGuard { nft, poke })
+    }
+}
+
+pub(super) struct QuietGuard {
+    nft: Arc<Socket>,
+    poke: UnixStream,
+}
+
+impl Drop for QuietGuard {
+    fn drop(&mut self) {
+        let _ = self.nft.add_membership(NFNLGRP_NFTABLES);
+        let _ = std::io::Write::write(&mut &self.poke, &[1]);
+    }
 }
 
 fn group_socket(protocol: isize, groups: &[u32]) -> std::io::Result<Socket> {
@@ -88,10 +128,31 @@ impl Sockets {
         // Not there before Linux 5.3, nor are nexthop objects (our routes are plain then).
         let _ = route.add_membership(RTNLGRP_NEXTHOP);
         let (nft, err) = match group_socket(protocols::NETLINK_NETFILTER, &[NFNLGRP_NFTABLES]) {
-            Ok(s) => (Some(s), None),
+            Ok(s) => (Some(Arc::new(s)), None),
             Err(e) => (None, Some(e)),
         };
-        Ok((Sockets { route, nft }, err))
+        let (poke, poked) = UnixStream::pair()?;
+        poked.set_nonblocking(true)?;
+        let poke = Some(poke);
+        Ok((
+            Sockets {
+                route,
+                nft,
+                poked,
+                poke,
+            },
+            err,
+        ))
+    }
+
+    /// The handle for leaving the nf_tables group around a large batch (None: no
+    /// nf_tables here, or already taken).
+    pub fn quiet(&mut self) -> Option<Quiet> {
+        let nft = Arc::downgrade(self.nft.as_ref()?);
+        Some(Quiet {
+            nft,
+            poke: self.poke.take()?,
+        })
     }
 }
 
@@ -114,6 +175,7 @@ pub(super) fn run(sockets: Sockets, stop: UnixStream, mut filter: Filter, notify
             PollFd::new(stop.as_fd(), PollFlags::POLLIN),
             PollFd::new(sockets.route.as_fd(), PollFlags::POLLIN),
         ];
+        fds.push(PollFd::new(sockets.poked.as_fd(), PollFlags::POLLIN));
         if let Some(nft) = &sockets.nft {
             fds.push(PollFd::new(nft.as_fd(), PollFlags::POLLIN));
         }
@@ -135,9 +197,14 @@ pub(super) fn run(sockets: Sockets, stop: UnixStream, mut filter: Filter, notify
             let _ = (&stop).read(&mut [0u8; 1]);
             return;
         }
-        let (route_ready, nft_ready) = (readable(1), readable(2));
+        let (route_ready, poked, nft_ready) = (readable(1), readable(2), readable(3));
         drop(fds);
         let mut found = Drift::default();
+        if poked {
+            while (&sockets.poked).read(&mut [0u8; 64]).is_ok_and(|n| n > 0) {}
+            found.firewall = true;
+            found.policy = true;
+        }
         if route_ready {
             found = found.union(drain(&sockets.route, &mut buf, |d| {
                 route_drift(d, &mut filter)
