@@ -1,6 +1,7 @@
 //! Privileged tests of [`NodeNet::watch`] on the real kernel, in a namespace of the test's:
 //! someone else's changes to our objects are told, our own and others' objects are not, a
-//! drop ends the thread.
+//! drop ends the thread, a large batch of ours (made out of the nf_tables group) is
+//! followed by a re-check.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
@@ -182,4 +183,74 @@ fn someone_elses_changes_to_our_objects_are_told_and_our_own_are_not() {
         rx.recv_timeout(Duration::from_secs(5)),
         Err(RecvTimeoutError::Disconnected)
     );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_large_batch_of_ours_is_followed_by_a_recheck_and_others_are_told_after_it() {
+    let test = "a_large_batch_of_ours_is_followed_by_a_recheck_and_others_are_told_after_it";
+    if !privileged(test) {
+        return;
+    }
+    let node = Ns::new();
+    if !available(
+        test,
+        "nft (apt-get install nftables)",
+        node.run("nft", &["--version"]).is_some(),
+    ) {
+        return;
+    }
+    use super::PolicyNet;
+    use netpol::addr::Family;
+    use netpol::program::{Elem, Program, Set, SetKind};
+    let k = node.node();
+    let (tx, rx) = channel();
+    let _watch = k
+        .watch(Box::new(move |d| {
+            let _ = tx.send(d);
+        }))
+        .unwrap();
+    let mut program = Program::default();
+    let elems = (0..5000u32)
+        .map(|i| {
+            Elem::Addr(std::net::IpAddr::from(std::net::Ipv4Addr::from(
+                0x0a00_0000 + i,
+            )))
+        })
+        .collect();
+    program.sets.insert(
+        "peer-test-pods4".into(),
+        Set {
+            kind: SetKind::Addrs(Family::V4),
+            elems,
+        },
+    );
+    // Past QUIET_ELEMS: the watch leaves the nf_tables group for the batch, so what
+    // someone else did meanwhile is unseen: it tells our tables to be compared.
+    k.replace_policy(&program).unwrap();
+    let d = told(&rx);
+    assert!(d.policy && d.firewall, "after the quiet batch: {d:?}");
+    // Back in the group: someone else's change is told again.
+    node.sh("nft", &["delete", "table", "inet", "cni-rs-netpol"]);
+    assert!(told(&rx).policy, "a foreign delete after the batch");
+    // A small batch of ours: nothing told (the marker, a foreign delete, comes first).
+    program.sets.get_mut("peer-test-pods4").unwrap().elems = (0..10u32)
+        .map(|i| {
+            Elem::Addr(std::net::IpAddr::from(std::net::Ipv4Addr::from(
+                0x0a00_0000 + i,
+            )))
+        })
+        .collect();
+    k.replace_policy(&program).unwrap();
+    k.apply_firewall(&NodePolicy {
+        v4: Some(FamilyPolicy {
+            pod_cidrs: vec![net("10.0.0.0/24")],
+            no_masquerade: vec![net("10.0.0.0/16")],
+        }),
+        v6: None,
+        pods_on: "cni0".into(),
+    })
+    .unwrap();
+    node.sh("nft", &["delete", "table", "inet", "cni-rs"]);
+    assert_eq!(until_firewall(&rx), Drift::default());
 }
