@@ -243,7 +243,7 @@ fn main() {
             let policy = PolicyKernel {
                 net: Box::new(net.clone()),
                 local_addrs: Box::new(move || addrs.local_addrs()),
-                conntrack: Some(Box::new(move || dumper.conntrack())),
+                conntrack: Arc::new(move || dumper.conntrack()),
             };
             s.spawn(move || {
                 let routes: &dyn NodeNet = &**net;

@@ -49,7 +49,7 @@ fn with_agent(
             let policy = PolicyKernel {
                 net: Box::new(policy.clone()),
                 local_addrs: Box::new(move || addrs.local_addrs()),
-                conntrack: Some(Box::new(move || dumper.conntrack())),
+                conntrack: Arc::new(move || dumper.conntrack()),
             };
             s.spawn(move || {
                 agent::run(

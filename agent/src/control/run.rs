@@ -132,13 +132,14 @@ fn policy_net(args: &Args, net: &Arc<HostNodeNet>) -> Option<PolicyKernel> {
     if args.network_policy {
         let addrs = net.clone();
         // The conntrack dump on its own socket: it does not hold up the loop's writes.
-        let conntrack = match HostNodeNet::current() {
-            Ok(dumper) => Some(Box::new(move || dumper.conntrack()) as Dump),
+        let conntrack: Dump = match HostNodeNet::current() {
+            Ok(dumper) => Arc::new(move || dumper.conntrack()),
             Err(e) => {
                 log(&format!(
-                    "warning: a socket for conntrack dumps: {e}; the loop dumps itself"
+                    "warning: a socket for conntrack dumps: {e}; dumping through the shared one"
                 ));
-                None
+                let shared = net.clone();
+                Arc::new(move || shared.conntrack())
             }
         };
         return Some(PolicyKernel {

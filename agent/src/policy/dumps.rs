@@ -13,7 +13,7 @@ use netpol::conntrack::CtEntry;
 use crate::policy::inbox::Inbox;
 
 /// The conntrack dump, made on the dump thread.
-pub type Dump = Box<dyn Fn() -> Result<Vec<CtEntry>, NodeNetError> + Send>;
+pub type Dump = Arc<dyn Fn() -> Result<Vec<CtEntry>, NodeNetError> + Send + Sync>;
 
 #[derive(Default)]
 pub struct Dumps {
@@ -58,35 +58,44 @@ pub fn start(dump: Dump, inbox: Arc<Inbox>) -> std::io::Result<Arc<Dumps>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc::{Receiver, Sender, channel};
     use std::time::Duration;
 
+    /// A dump thread whose dumps say when they begin (`begun`) and end when `go` says.
+    fn blocking() -> (Arc<Dumps>, Receiver<()>, Sender<()>) {
+        let (begun_tx, begun) = channel();
+        let (go, go_rx) = channel::<()>();
+        let go_rx = Mutex::new(go_rx);
+        let dump: Dump = Arc::new(move || {
+            begun_tx.send(()).unwrap();
+            go_rx.lock().unwrap().recv().unwrap();
+            Ok(vec![])
+        });
+        let dumps = start(dump, Arc::new(Inbox::default())).unwrap();
+        (dumps, begun, go)
+    }
+
+    const WAIT: Duration = Duration::from_secs(10);
+    const NONE: Duration = Duration::from_millis(50);
+
     #[test]
-    fn each_request_gets_a_dump_that_begins_after_it() {
-        let inbox = Arc::new(Inbox::default());
-        let made = Arc::new(AtomicUsize::new(0));
-        let m = made.clone();
-        let dumps = start(
-            Box::new(move || {
-                m.fetch_add(1, Ordering::SeqCst);
-                Ok(vec![])
-            }),
-            inbox.clone(),
-        )
-        .unwrap();
+    fn a_request_during_a_dump_gets_a_dump_of_its_own_after_it() {
+        let (dumps, begun, go) = blocking();
+        assert!(begun.recv_timeout(NONE).is_err(), "a dump nobody asked for");
         dumps.want();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while made.load(Ordering::SeqCst) == 0 {
-            assert!(std::time::Instant::now() < deadline, "no dump");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        begun.recv_timeout(WAIT).expect("the first dump");
+        // Two requests while it runs: one more dump, begun after the first ended.
         dumps.want();
-        while made.load(Ordering::SeqCst) < 2 {
-            assert!(std::time::Instant::now() < deadline, "no second dump");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // Nothing asked: no more dumps.
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(made.load(Ordering::SeqCst), 2);
+        dumps.want();
+        assert!(
+            begun.recv_timeout(NONE).is_err(),
+            "began before the first ended"
+        );
+        go.send(()).unwrap();
+        begun
+            .recv_timeout(WAIT)
+            .expect("the dump of the later requests");
+        go.send(()).unwrap();
+        assert!(begun.recv_timeout(NONE).is_err(), "a third dump");
     }
 }

@@ -43,8 +43,8 @@ pub struct Enforcer<'a> {
     warned: BTreeSet<String>,
     retry: Backoff,
     retry_at: Option<Instant>,
-    /// The dump thread (None: the loop dumps conntrack itself).
-    dumps: Option<Arc<Dumps>>,
+    /// The conntrack dump thread.
+    dumps: Arc<Dumps>,
 }
 
 /// Runs the loop until the process ends.
@@ -54,10 +54,9 @@ pub fn run(
     kernel: &PolicyKernel,
     metrics: &PolicyMetrics,
     interval: Duration,
-    dumps: Option<Arc<Dumps>>,
+    dumps: Arc<Dumps>,
 ) {
-    let mut e = Enforcer::new(node, kernel, metrics);
-    e.dumps = dumps;
+    let mut e = Enforcer::new(node, kernel, metrics, dumps);
     let mut checked = Instant::now();
     loop {
         let due = checked + interval;
@@ -72,7 +71,12 @@ pub fn run(
 }
 
 impl<'a> Enforcer<'a> {
-    pub fn new(node: &str, kernel: &'a PolicyKernel, metrics: &'a PolicyMetrics) -> Enforcer<'a> {
+    pub fn new(
+        node: &str,
+        kernel: &'a PolicyKernel,
+        metrics: &'a PolicyMetrics,
+        dumps: Arc<Dumps>,
+    ) -> Enforcer<'a> {
         metrics.enabled.store(true, Ordering::Relaxed);
         Enforcer {
             node: node.to_string(),
@@ -83,7 +87,7 @@ impl<'a> Enforcer<'a> {
             warned: BTreeSet::new(),
             retry: Backoff::new(MAX_RETRY),
             retry_at: None,
-            dumps: None,
+            dumps,
         }
     }
 
@@ -148,10 +152,7 @@ impl<'a> Enforcer<'a> {
             self.forget_denied(entries);
         }
         if written.is_ok() && may_deny {
-            match &self.dumps {
-                Some(d) => d.want(),
-                None => self.forget_denied(self.kernel.net.conntrack()),
-            }
+            self.dumps.want();
         }
         match written.and(bridged) {
             Ok(()) => {
@@ -365,7 +366,7 @@ pub fn start(
     node: &str,
     client: Arc<crate::kube::api::Client>,
     shared: Arc<crate::kube::watcher::Shared>,
-    mut kernel: PolicyKernel,
+    kernel: PolicyKernel,
     metrics: Arc<crate::serve::Metrics>,
     interval: Duration,
 ) -> std::io::Result<Arc<Inbox>> {
@@ -396,10 +397,7 @@ pub fn start(
     watch!(Namespaces, "watch-namespaces");
     watch!(NetworkPolicies, "watch-policies");
     watch!(Pods, "watch-pods");
-    let dumps = match kernel.conntrack.take() {
-        Some(dump) => Some(dumps::start(dump, inbox.clone())?),
-        None => None,
-    };
+    let dumps = dumps::start(kernel.conntrack.clone(), inbox.clone())?;
     let node = node.to_string();
     let loop_inbox = inbox.clone();
     std::thread::Builder::new()

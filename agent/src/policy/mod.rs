@@ -17,7 +17,7 @@ pub struct PolicyKernel {
     /// This node's own addresses now: connections to and from them never meet the
     /// forward hook, so their conntrack entries are never judged.
     pub local_addrs: Box<dyn Fn() -> Result<Vec<IpAddr>, NodeNetError> + Send>,
-    /// The conntrack dump on a socket of its own, for the dump thread (`dumps`); None:
-    /// the loop dumps through `net` itself.
-    pub conntrack: Option<dumps::Dump>,
+    /// The conntrack dump, made on the dump thread (`dumps`): on a socket of its own, so
+    /// that it does not hold up `net`'s writes.
+    pub conntrack: dumps::Dump,
 }

@@ -1,6 +1,6 @@
 //! Our routes through nexthop objects of ours, on the real kernel.
 
-use super::tests::{net, node_on_a_lan_with_foreign_routes, route};
+use super::tests::{net, node_on_a_lan_with_foreign_routes, route, watched};
 use super::{NodeNet, ROUTE_PROTO};
 use crate::netlink::{IpFamily, Netlink};
 use testkit::privileged;
@@ -156,12 +156,7 @@ fn a_nexthop_of_ours_deleted_by_someone_else_is_told_as_route_drift() {
     }
     let (node, _peer) = node_on_a_lan_with_foreign_routes();
     let k = node.node();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let _watch = k
-        .watch(Box::new(move |d| {
-            let _ = tx.send(d);
-        }))
-        .unwrap();
+    let (_watch, rx) = watched(&k);
     k.add_route(&route("10.1.0.0/24", "192.168.50.2")).unwrap();
     let hops = our_nexthops(&node.nl);
     assert_eq!(hops.len(), 1, "{hops:?}");

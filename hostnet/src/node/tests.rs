@@ -23,6 +23,17 @@ pub(super) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
+/// `k`'s watch, its notifications on a channel.
+pub(super) fn watched(k: &HostNodeNet) -> (super::Watch, std::sync::mpsc::Receiver<super::Drift>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watch = k
+        .watch(Box::new(move |d| {
+            let _ = tx.send(d);
+        }))
+        .unwrap();
+    (watch, rx)
+}
+
 pub(super) fn route(dst: &str, gw: &str) -> PodRoute {
     PodRoute {
         dst: net(dst),
@@ -410,7 +421,7 @@ impl Cluster {
     }
 }
 
-fn policy() -> NodePolicy {
+pub(super) fn policy() -> NodePolicy {
     NodePolicy {
         v4: Some(FamilyPolicy {
             pod_cidrs: vec![net("10.10.1.0/24")],

@@ -174,8 +174,8 @@ pub(super) fn run(sockets: Sockets, stop: UnixStream, mut filter: Filter, notify
         let mut fds = vec![
             PollFd::new(stop.as_fd(), PollFlags::POLLIN),
             PollFd::new(sockets.route.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sockets.poked.as_fd(), PollFlags::POLLIN),
         ];
-        fds.push(PollFd::new(sockets.poked.as_fd(), PollFlags::POLLIN));
         if let Some(nft) = &sockets.nft {
             fds.push(PollFd::new(nft.as_fd(), PollFlags::POLLIN));
         }

@@ -3,10 +3,10 @@
 //! drop ends the thread, a large batch of ours (made out of the nf_tables group) is
 //! followed by a re-check.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use super::tests::{Ns, ip, net};
+use super::tests::{Ns, ip, net, policy, watched};
 use super::{
     Drift, FamilyPolicy, NodeNet, NodePolicy, OverlayPeer, PodRoute, VXLAN_DEVICE, VxlanSpec,
 };
@@ -76,12 +76,7 @@ fn someone_elses_changes_to_our_objects_are_told_and_our_own_are_not() {
     // iptables' FORWARD chain, where our accepts go.
     node.sh("iptables", &["-P", "FORWARD", "DROP"]);
     let k = node.node();
-    let (tx, rx) = channel();
-    let watch = k
-        .watch(Box::new(move |d| {
-            let _ = tx.send(d);
-        }))
-        .unwrap();
+    let (watch, rx) = watched(&k);
 
     // Our own changes, and someone else's route that is not ours: nothing told. The
     // marker (someone else deletes our table) is the first thing told.
@@ -204,12 +199,7 @@ fn a_large_batch_of_ours_is_followed_by_a_recheck_and_others_are_told_after_it()
     use netpol::addr::Family;
     use netpol::program::{Elem, Program, Set, SetKind};
     let k = node.node();
-    let (tx, rx) = channel();
-    let _watch = k
-        .watch(Box::new(move |d| {
-            let _ = tx.send(d);
-        }))
-        .unwrap();
+    let (_watch, rx) = watched(&k);
     let mut program = Program::default();
     let elems = (0..5000u32)
         .map(|i| {
@@ -242,15 +232,7 @@ fn a_large_batch_of_ours_is_followed_by_a_recheck_and_others_are_told_after_it()
         })
         .collect();
     k.replace_policy(&program).unwrap();
-    k.apply_firewall(&NodePolicy {
-        v4: Some(FamilyPolicy {
-            pod_cidrs: vec![net("10.0.0.0/24")],
-            no_masquerade: vec![net("10.0.0.0/16")],
-        }),
-        v6: None,
-        pods_on: "cni0".into(),
-    })
-    .unwrap();
+    k.apply_firewall(&policy()).unwrap();
     node.sh("nft", &["delete", "table", "inet", "cni-rs"]);
     assert_eq!(until_firewall(&rx), Drift::default());
 }

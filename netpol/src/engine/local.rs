@@ -217,7 +217,6 @@ impl Local {
             .collect();
         for name in unused {
             if tx.prog.sets.contains_key(&name) {
-                tx.prog.sources.remove(&name);
                 tx.put_set(&name, None);
             }
         }
@@ -276,7 +275,6 @@ pub fn deactivate(local: &mut Local, tx: &mut Tx, key: &Key, dir: Direction) {
         .cloned()
         .collect();
     for name in sets {
-        tx.prog.sources.remove(&name);
         tx.put_set(&name, None);
     }
     // A shared peer set goes with the last chain referring to it (`Local::sweep`).

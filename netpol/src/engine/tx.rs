@@ -63,11 +63,14 @@ impl<'p> Tx<'p> {
         }
     }
 
-    /// Sets `name` to `set` (`None`: removes it).
+    /// Sets `name` to `set` (`None`: removes it, and where its elements came from).
     pub fn put_set(&mut self, name: &str, set: Option<Set>) {
         let old = match set {
             Some(s) => self.prog.sets.insert(name.to_string(), s),
-            None => self.prog.sets.remove(name),
+            None => {
+                self.prog.sources.remove(name);
+                self.prog.sets.remove(name)
+            }
         };
         match self.sets.get_mut(name) {
             None => {
