@@ -25,8 +25,14 @@ use cni_rs_agent::serve::Metrics;
 use hostnet::node::fake::FakeNodeNet;
 use hostnet::node::{HostNodeNet, NodeNet, PodRoute};
 
-/// Nodes added (and deleted again) one at a time after the first reconcile.
-const EVENTS: u32 = 21;
+/// Nodes added (and deleted again) one at a time after the first reconcile (more with
+/// BENCH_AGENT_EVENTS, e.g. under a profiler; at most 250).
+fn events() -> u32 {
+    std::env::var("BENCH_AGENT_EVENTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .map_or(21, |n: u32| n.clamp(1, 250))
+}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -231,10 +237,11 @@ fn main() {
             assert_eq!(routes(), routes_after, "routes after {cmd}");
             (route, took, pass_ms(), ops())
         };
-        // EVENTS added Nodes, each deleted again: medians (the machine is noisy).
+        // `events` added Nodes, each deleted again: medians (the machine is noisy).
+        let events = events();
         let (mut adds, mut dels) = (Vec::new(), Vec::new());
         let (mut add_ops, mut del_ops) = (Vec::new(), Vec::new());
-        for k in 0..EVENTS {
+        for k in 0..events {
             let (a, add_ops_k) = {
                 let (route, took, pass, o) = event(
                     &format!(
@@ -294,7 +301,7 @@ fn main() {
             ("deleted", del_route, del, del_pass),
         ] {
             println!(
-                "one node {what} (median of {EVENTS}): {route:.2} ms from the event to its \
+                "one node {what} (median of {events}): {route:.2} ms from the event to its \
                  IPv4 route in the kernel, {took:.2} ms to the end of its pass (the pass: \
                  {pass:.2} ms)"
             );

@@ -70,6 +70,9 @@ struct Agent<'a> {
     kept_own: bool,
     /// The binaries were found or put in place since the last periodic re-check.
     binaries_in_place: bool,
+    /// The ranges and MTU the conflist was put with since the last periodic re-check
+    /// (reading it back on every Node event cost a sixth of an event).
+    conflist_put: Option<(Vec<IpNetwork>, Option<u32>)>,
     /// The desired state, kept per Node: a pass recomputes the Nodes that changed.
     incremental: Incremental,
     nodes: Option<Vec<Arc<NodeInfo>>>,
@@ -179,6 +182,7 @@ pub fn run(
         last_own: None,
         kept_own: false,
         binaries_in_place: false,
+        conflist_put: None,
         incremental: Incremental::new(&installer.node, options.clone()),
         nodes: None,
         retry: Backoff::new(MAX_RETRY),
@@ -280,6 +284,7 @@ impl Agent<'_> {
     /// someone else, MTUs) and compares the installed binaries again.
     fn forget_kernel(&mut self) {
         self.binaries_in_place = false;
+        self.conflist_put = None;
         self.on_link.clear();
         self.incremental.reset();
         self.applied.forget();
@@ -355,12 +360,21 @@ impl Agent<'_> {
                     })
                 }
             };
-            let put = self.installer.put_conflist(&self.own, mtu);
-            if let Err(e) = &put {
-                log(&format!("error: {e}"));
-                ok = false;
+            let done = self
+                .conflist_put
+                .as_ref()
+                .is_some_and(|(own, m)| *own == self.own && *m == mtu);
+            if !done {
+                let put = self.installer.put_conflist(&self.own, mtu);
+                match &put {
+                    Ok(()) => self.conflist_put = Some((self.own.clone(), mtu)),
+                    Err(e) => {
+                        log(&format!("error: {e}"));
+                        ok = false;
+                    }
+                }
+                self.metrics.conflist.store(put.is_ok(), Ordering::Relaxed);
             }
-            self.metrics.conflist.store(put.is_ok(), Ordering::Relaxed);
         }
         ok &= self.kernel(desired, vxlan);
         self.incremental = incremental;
@@ -514,9 +528,10 @@ impl Agent<'_> {
             spec: vxlan,
             peers: desired.overlay.clone(),
         };
-        let out = reconcile::reconcile(
+        let out = reconcile::reconcile_changed(
             net,
             &desired.routes,
+            desired.routes_changed.as_deref(),
             &overlay,
             &desired.policy,
             &mut self.applied,

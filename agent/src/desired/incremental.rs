@@ -140,6 +140,8 @@ impl Incremental {
         }
         let st = self.state.as_mut().expect("checked above");
         st.recomputed = 0;
+        // `count` notes every route it adds or removes from here.
+        st.out.routes_changed = Some(Vec::new());
         st.apply(me, &self.opts, nodes, local);
         &st.out
     }
@@ -207,6 +209,7 @@ impl State {
             .collect();
         st.base_warnings = base.warnings.clone();
         st.out = base;
+        st.masq_lists();
         st.own_cidrs = st.out.own_cidrs.clone();
         st.addrs = addrs;
         st.listed_me = listed_me;
@@ -231,8 +234,13 @@ impl State {
         while i < old.len() || j < next.len() {
             let (a, b) = (old.get(i), next.get(j));
             match (a, b) {
+                // The same object: the same Node (most of a snapshot).
+                (Some(a), Some(b)) if Arc::ptr_eq(a, b) => {
+                    i += 1;
+                    j += 1;
+                }
                 (Some(a), Some(b)) if a.name == b.name => {
-                    if !Arc::ptr_eq(a, b) && a != b {
+                    if a != b {
                         changed.push(a.name.clone());
                     }
                     i += 1;
@@ -253,18 +261,17 @@ impl State {
                 (None, None) => unreachable!(),
             }
         }
-        let index: HashMap<&str, &Arc<NodeInfo>> =
-            next.iter().map(|n| (n.name.as_str(), n)).collect();
         for name in &changed {
             if let Some(old) = self.by_name.remove(name) {
                 self.index(&old, opts, false);
             }
-            if let Some(new) = index.get(name.as_str()) {
-                self.by_name.insert(name.clone(), (*new).clone());
-                self.index(new, opts, true);
+            // `next` is sorted by name (a snapshot).
+            if let Ok(k) = next.binary_search_by(|n| n.name.as_str().cmp(name)) {
+                let new = next[k].clone();
+                self.index(&new, opts, true);
+                self.by_name.insert(name.clone(), new);
             }
         }
-        drop(index);
         self.others = next;
         if !changed.is_empty() {
             self.regroup(me, opts, changed, local);
@@ -451,10 +458,13 @@ impl State {
     fn count(&mut self, g: &Group, add: bool) {
         let out = &mut self.out;
         for r in &g.routes {
-            if add {
-                out.routes.insert(r.clone());
+            let changed = if add {
+                out.routes.insert(r.clone())
             } else {
-                out.routes.remove(r);
+                out.routes.remove(r)
+            };
+            if changed && let Some(noted) = &mut out.routes_changed {
+                noted.push(r.clone());
             }
         }
         for p in &g.overlay {
@@ -464,19 +474,34 @@ impl State {
                 out.overlay.remove(p);
             }
         }
-        let step = |map: &mut BTreeMap<_, usize>, k| {
-            let c = map.entry(k).or_default();
+        for n in &g.masq {
+            let c = self.masq.entry(*n).or_default();
             if add {
                 *c += 1;
             } else {
                 *c -= 1;
             }
+            // A range comes or goes: its family's list (sorted) changes by that one.
+            let first = add && *c == 1;
             if *c == 0 {
-                map.remove(&k);
+                self.masq.remove(n);
             }
-        };
-        for n in &g.masq {
-            step(&mut self.masq, *n);
+            if first || !self.masq.contains_key(n) {
+                let fam = if n.is_ipv4() {
+                    &mut out.policy.v4
+                } else {
+                    &mut out.policy.v6
+                };
+                if let Some(list) = fam.as_mut().map(|f| &mut f.no_masquerade) {
+                    match (list.binary_search(n), add) {
+                        (Err(at), true) => list.insert(at, *n),
+                        (Ok(at), false) => {
+                            list.remove(at);
+                        }
+                        _ => {}
+                    }
+                }
+            }
         }
         for w in &g.warnings {
             let c = self.warnings.entry(w.clone()).or_default();
@@ -498,8 +523,8 @@ impl State {
         }
     }
 
-    /// The parts counted over every group: the no-masquerade sets and the warnings.
-    fn finish(&mut self) {
+    /// The no-masquerade lists as the counted ranges (sorted, as `count` keeps them).
+    fn masq_lists(&mut self) {
         let out = &mut self.out;
         for (fam, v4) in [(&mut out.policy.v4, true), (&mut out.policy.v6, false)] {
             if let Some(f) = fam {
@@ -511,6 +536,11 @@ impl State {
                     .collect();
             }
         }
+    }
+
+    /// The warnings counted over every group.
+    fn finish(&mut self) {
+        let out = &mut self.out;
         out.warnings = self.base_warnings.clone();
         if self.no_overlay > 0
             && let Some(msg) = &self.no_overlay_msg

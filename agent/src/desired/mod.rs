@@ -62,6 +62,10 @@ pub struct Desired {
     /// This node's own Node was missing or refused, and its last good one stands in
     /// (`desired_keeping`).
     pub kept_own: bool,
+    /// The routes that may differ from those of the previous update of the same
+    /// [`Incremental`] (an event's few; None: unknown, computed whole). A pass that left
+    /// the previous routes in place compares only these.
+    pub routes_changed: Option<Vec<PodRoute>>,
 }
 
 /// A node whose data passed the checks that need only the node itself.

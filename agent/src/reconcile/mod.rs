@@ -119,6 +119,9 @@ pub struct Applied {
     pub forwarding: Forwarding,
     /// Our routes (None: read them from the kernel).
     routes: Option<BTreeSet<PodRoute>>,
+    /// `routes` are exactly the routes the last pass wanted (none refused by a foreign
+    /// route in the way): the next pass may compare only the wanted routes that changed.
+    routes_as_wanted: bool,
     /// Our device and overlay peers (None: read them from the kernel).
     overlay: Option<OverlayState>,
     /// The policy our firewall table matched (None: compare with the kernel).
@@ -159,7 +162,22 @@ pub fn reconcile(
     policy: &NodePolicy,
     applied: &mut Applied,
 ) -> Outcome {
+    reconcile_changed(net, routes, None, overlay, policy, applied)
+}
+
+/// [`reconcile`], told which wanted routes may differ from those of the last pass
+/// (`changed`, [`crate::desired::Desired::routes_changed`]): when the last pass left exactly
+/// the routes it wanted, only those are compared, not the 10,000 of a large cluster.
+pub fn reconcile_changed(
+    net: &dyn NodeNet,
+    routes: &BTreeSet<PodRoute>,
+    changed: Option<&[PodRoute]>,
+    overlay: &Overlay,
+    policy: &NodePolicy,
+    applied: &mut Applied,
+) -> Outcome {
     let mut out = Outcome::default();
+    let changed = changed.filter(|_| applied.routes_as_wanted && applied.routes.is_some());
     let current = match applied.routes.take() {
         Some(known) => Some(known),
         None => net
@@ -170,7 +188,7 @@ pub fn reconcile(
     };
     let failed = out.errors.len();
     let mut current = current.map(|mut c| {
-        let plan = del_routes(net, &mut c, routes, &mut out);
+        let plan = del_routes(net, &mut c, routes, changed, &mut out);
         (c, plan)
     });
     let mut peers = del_peers(net, overlay, applied.overlay.take(), &mut out);
@@ -185,6 +203,10 @@ pub fn reconcile(
     // Known only when nothing failed; otherwise the next pass reads the kernel.
     let clean = !out.errors[failed..].iter().any(ReconcileError::in_routing);
     if clean {
+        // After a clean pass ours are a subset of the wanted: equal in number, equal.
+        applied.routes_as_wanted = current
+            .as_ref()
+            .is_some_and(|(c, _)| c.len() == routes.len());
         applied.routes = current.map(|(c, _)| c);
         applied.overlay = peers;
     }
@@ -249,16 +271,36 @@ fn firewall(net: &dyn NodeNet, policy: &NodePolicy, applied: &mut Applied, out: 
 /// Deletes our routes that are not wanted, except those a wanted route to the same
 /// destination replaces (a changed gateway: one message, in `add_routes`). Returns the
 /// plan for `add_routes`: the wanted routes not ours yet, and the route of ours each
-/// replaces, by destination (the first of ours there).
+/// replaces, by destination (the first of ours there). `changed`: the only routes that
+/// can differ between `current` and `wanted` (None: compare all).
 fn del_routes(
     net: &dyn NodeNet,
     current: &mut BTreeSet<PodRoute>,
     wanted: &BTreeSet<PodRoute>,
+    changed: Option<&[PodRoute]>,
     out: &mut Outcome,
 ) -> (Vec<PodRoute>, BTreeMap<IpNetwork, PodRoute>) {
-    let gone: BTreeSet<PodRoute> = current.difference(wanted).cloned().collect();
-    // The wanted routes not ours yet (deleting unwanted ones cannot change them).
-    let new: Vec<PodRoute> = wanted.difference(current).cloned().collect();
+    let (gone, new): (BTreeSet<PodRoute>, Vec<PodRoute>) = match changed {
+        Some(named) => {
+            let gone = named
+                .iter()
+                .filter(|r| current.contains(r) && !wanted.contains(r))
+                .cloned()
+                .collect();
+            // Sorted and each once, as the difference below gives them.
+            let new: BTreeSet<PodRoute> = named
+                .iter()
+                .filter(|r| wanted.contains(r) && !current.contains(r))
+                .cloned()
+                .collect();
+            (gone, new.into_iter().collect())
+        }
+        None => (
+            current.difference(wanted).cloned().collect(),
+            // The wanted routes not ours yet (deleting unwanted ones cannot change them).
+            wanted.difference(current).cloned().collect(),
+        ),
+    };
     let mut replaces: BTreeMap<IpNetwork, PodRoute> = BTreeMap::new();
     for w in &new {
         if let Some(old) = PodRoute::first_to(&gone, &w.dst) {

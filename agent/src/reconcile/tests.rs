@@ -604,3 +604,79 @@ fn a_vxlan_device_on_our_vni_and_port_blocks_the_overlay_and_says_what_to_do() {
     let out = reconcile(&net, &routes, &other, &policy(), &mut fwd);
     assert!(out.overlay_blocked.is_none() && out.routes_ok(), "{out:?}");
 }
+
+/// The compare of only the changed routes (`reconcile_changed`) against the compare of all,
+/// each on its own fake, over a long random sequence: wanted routes coming, going and
+/// changing gateway, foreign routes in the way and gone again, re-checks.
+#[test]
+fn comparing_only_the_changed_routes_does_what_comparing_all_does() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut below = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let pick = |d: u64, g: u64| route(&format!("10.244.{d}.0/24"), &format!("192.168.0.{g}"));
+    let (all, only) = (fake(), fake());
+    let (mut all_applied, mut only_applied) = (Applied::default(), Applied::default());
+    let mut want: BTreeSet<PodRoute> = BTreeSet::new();
+    let mut hinted = 0;
+    for step in 0..3000 {
+        let before = want.clone();
+        match below(20) {
+            0..=13 => {
+                let d = below(12);
+                want.retain(|r| r.dst != pick(d, 2).dst);
+                if below(3) > 0 {
+                    want.insert(pick(d, 2 + below(3)));
+                }
+            }
+            14 => {
+                let dst: IpNetwork = pick(below(12), 2).dst;
+                // One foreign route at a time: in the way, then gone again.
+                for net in [&all, &only] {
+                    net.with(|s| {
+                        if s.foreign.is_empty() {
+                            s.foreign.insert(dst);
+                        } else {
+                            s.foreign.clear();
+                        }
+                    });
+                }
+            }
+            15 => {
+                all_applied.forget();
+                only_applied.forget();
+            }
+            _ => {}
+        }
+        // What moved, and a route that did not (naming more is harmless).
+        let mut named: Vec<PodRoute> = want.symmetric_difference(&before).cloned().collect();
+        named.push(pick(below(12), 2 + below(3)));
+        let a = reconcile(
+            &all,
+            &want,
+            &Overlay::default(),
+            &policy(),
+            &mut all_applied,
+        );
+        let o = reconcile_changed(
+            &only,
+            &want,
+            Some(&named),
+            &Overlay::default(),
+            &policy(),
+            &mut only_applied,
+        );
+        hinted += usize::from(only_applied.routes_as_wanted);
+        let summary = |o: &Outcome| (o.added, o.replaced, o.deleted, o.foreign.clone(), o.routes);
+        assert_eq!(summary(&o), summary(&a), "step {step}");
+        assert_eq!(ops(&only), ops(&all), "step {step}");
+        assert_eq!(only.with(|s| s.ours.clone()), all.with(|s| s.ours.clone()));
+    }
+    assert!(
+        hinted > 1000,
+        "only {hinted} passes compared the changed routes alone"
+    );
+}

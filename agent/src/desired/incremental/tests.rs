@@ -125,6 +125,10 @@ struct Check {
     opts: Options,
     last_inc: Option<Arc<NodeInfo>>,
     last_full: Option<Arc<NodeInfo>>,
+    /// The routes of the last update (what `routes_changed` is relative to).
+    last_routes: BTreeSet<PodRoute>,
+    /// Updates that named their changed routes.
+    noted: usize,
 }
 
 impl Check {
@@ -134,6 +138,8 @@ impl Check {
             opts,
             last_inc: None,
             last_full: None,
+            last_routes: BTreeSet::new(),
+            noted: 0,
         }
     }
 
@@ -162,6 +168,18 @@ impl Check {
         );
         assert_eq!(normal(inc), normal(&full), "after {what}");
         assert_eq!(self.last_inc, self.last_full, "last good after {what}");
+        // Every route that came or went since the last update is among those named.
+        if let Some(named) = &inc.routes_changed {
+            let named: BTreeSet<&PodRoute> = named.iter().collect();
+            let moved: Vec<&PodRoute> = inc
+                .routes
+                .symmetric_difference(&self.last_routes)
+                .filter(|r| !named.contains(r))
+                .collect();
+            assert!(moved.is_empty(), "after {what}: not named: {moved:?}");
+            self.noted += 1;
+        }
+        self.last_routes = inc.routes.clone();
         self.inc.state.as_ref().map_or(0, |s| s.recomputed)
     }
 }
@@ -210,6 +228,12 @@ fn sequence(seed: u64, opts: Options, events: usize) {
         let snapshot: Vec<Arc<NodeInfo>> = nodes.values().cloned().collect();
         check.step(&snapshot, all_addrs, &what);
     }
+    // Most events are a peer's: updated in place, their routes named.
+    assert!(
+        check.noted > events / 2,
+        "{} of {events} named",
+        check.noted
+    );
 }
 
 fn opts(mode: Mode, cluster: bool) -> Options {
