@@ -82,6 +82,10 @@ impl Hops {
             if nh.protocol == ROUTE_PROTO {
                 hops.by_gateway.insert(nh.gateway, nh.id);
                 hops.uses.insert(nh.id, 0);
+                // Past ours: `free_id` then finds one at once, not after 10,000 lookups.
+                if nh.id >= hops.next_id {
+                    hops.next_id = nh.id.wrapping_add(1);
+                }
             }
         }
         Ok(hops)
