@@ -76,6 +76,9 @@ struct State {
     next_group: u64,
     /// Trusted ranges and the flags' ones, counted (a range leaves with its last holder).
     masq: BTreeMap<IpNetwork, usize>,
+    /// `count` keeps the no-masquerade lists of `out` as `masq` (off while `build` adds
+    /// 10,000 ranges: made once from `masq` at its end).
+    keep_lists: bool,
     warnings: BTreeMap<String, usize>,
     no_overlay: usize,
     /// Nodes the last update passed to [`desired`] (what an event cost).
@@ -166,6 +169,7 @@ impl State {
             groups: HashMap::new(),
             next_group: 0,
             masq: BTreeMap::new(),
+            keep_lists: false,
             warnings: BTreeMap::new(),
             no_overlay: 0,
             recomputed: 0,
@@ -209,7 +213,6 @@ impl State {
             .collect();
         st.base_warnings = base.warnings.clone();
         st.out = base;
-        st.masq_lists();
         st.own_cidrs = st.out.own_cidrs.clone();
         st.addrs = addrs;
         st.listed_me = listed_me;
@@ -222,6 +225,8 @@ impl State {
         }
         let names: Vec<String> = st.others.iter().map(|n| n.name.clone()).collect();
         st.regroup(me, opts, names, local);
+        st.masq_lists();
+        st.keep_lists = true;
         st
     }
 
@@ -486,7 +491,7 @@ impl State {
             if *c == 0 {
                 self.masq.remove(n);
             }
-            if first || !self.masq.contains_key(n) {
+            if self.keep_lists && (first || !self.masq.contains_key(n)) {
                 let fam = if n.is_ipv4() {
                     &mut out.policy.v4
                 } else {
