@@ -38,7 +38,7 @@ fn pod(name: &str, app: &str, ips: [&str; 2]) -> Pod {
     Pod {
         namespace: NS.into(),
         name: name.into(),
-        labels: [("app".to_string(), app.to_string())].into_iter().collect(),
+        labels: std::sync::Arc::new([("app".to_string(), app.to_string())].into_iter().collect()),
         node: "node".into(),
         host_network: false,
         ips: ips.iter().map(|a| a.parse().unwrap()).collect(),

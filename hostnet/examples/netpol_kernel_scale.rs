@@ -29,10 +29,12 @@ fn pod(i: u32) -> Pod {
     Pod {
         namespace: format!("ns{}", i % NAMESPACES),
         name: format!("pod{i}"),
-        labels: labels
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        labels: std::sync::Arc::new(
+            labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        ),
         node: format!("node{}", i % NODES),
         host_network: false,
         ips: vec![IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))],

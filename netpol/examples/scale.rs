@@ -35,10 +35,12 @@ fn pod(i: u32) -> Pod {
     Pod {
         namespace: format!("ns{}", i % NAMESPACES),
         name: format!("pod{i}"),
-        labels: labels
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        labels: std::sync::Arc::new(
+            labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        ),
         node: format!("node{}", node_of(i)),
         host_network: false,
         ips: vec![ip],
@@ -122,7 +124,7 @@ fn main() {
     // A pod of this node relabelled: it leaves its policy, joins another.
     let mut p = pod(local[0]);
     let app = p.labels["app"].clone();
-    p.labels.insert("app".into(), "app4".into());
+    std::sync::Arc::make_mut(&mut p.labels).insert("app".into(), "app4".into());
     timed(&format!("local pod relabelled {app} -> app4"), || {
         e.set_pod(p)
     });
@@ -141,7 +143,7 @@ fn main() {
         .unwrap();
     timed("remote pod start", || e.set_pod(pod(remote)));
     let mut p = pod(remote);
-    p.labels.insert("tier".into(), "t2".into());
+    std::sync::Arc::make_mut(&mut p.labels).insert("tier".into(), "t2".into());
     timed("remote pod relabelled", || e.set_pod(p));
     let (ns, name) = (format!("ns{}", remote % NAMESPACES), format!("pod{remote}"));
     timed("remote pod end", || e.remove_pod(&ns, &name));

@@ -2,8 +2,9 @@
 //! named ports, namespaces with their effective labels, policies checked (refused ones
 //! replaced by their deny-all stand-ins, the errors kept for logs and metrics).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 
 use crate::addr::Family;
 use crate::model;
@@ -14,7 +15,8 @@ use crate::validate::{Policy, PolicyError, Protocol};
 pub struct Pod {
     pub namespace: String,
     pub name: String,
-    pub labels: Labels,
+    /// Shared with every pod of the same labels ([`shared_labels`]).
+    pub labels: Arc<Labels>,
     pub node: String,
     /// Its traffic is the node's: never policed as a pod, never a selector's peer.
     pub host_network: bool,
@@ -24,6 +26,34 @@ pub struct Pod {
     pub named_ports: Vec<(String, Protocol, u16)>,
     /// `metadata.creationTimestamp` as sent (empty when absent: the oldest).
     pub created: String,
+}
+
+/// The one copy of `labels` that pods with these labels share: a ReplicaSet's pods have the
+/// same, so 150,000 pods hold a few thousand label sets, not 150,000 (~700 bytes each).
+/// Sets no pod holds any more are dropped when the table has doubled since the last sweep.
+pub fn shared_labels(labels: &Labels) -> Arc<Labels> {
+    static SHARED: Mutex<Shared> = Mutex::new(Shared {
+        sets: None,
+        sweep_at: 0,
+    });
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    let Shared { sets, sweep_at } = &mut *shared;
+    let sets = sets.get_or_insert_with(HashSet::new);
+    if let Some(one) = sets.get(labels) {
+        return one.clone();
+    }
+    if sets.len() >= *sweep_at {
+        sets.retain(|s| Arc::strong_count(s) > 1);
+        *sweep_at = (2 * sets.len()).max(1024);
+    }
+    let one = Arc::new(labels.clone());
+    sets.insert(one.clone());
+    one
+}
+
+struct Shared {
+    sets: Option<HashSet<Arc<Labels>>>,
+    sweep_at: usize,
 }
 
 impl Pod {
@@ -57,7 +87,7 @@ impl Pod {
         Pod {
             namespace: p.metadata.namespace.clone(),
             name: p.metadata.name.clone(),
-            labels: p.metadata.labels.clone(),
+            labels: shared_labels(&p.metadata.labels),
             node: p.spec.node_name.clone(),
             host_network: p.spec.host_network,
             ips,
@@ -174,5 +204,36 @@ impl Cluster {
         self.pods
             .iter()
             .find(|p| p.namespace == namespace && p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(test: &str, v: &str) -> Labels {
+        [(format!("shared-labels-test-{test}"), v.to_string())]
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn pods_with_the_same_labels_share_one_copy_and_unheld_copies_go() {
+        let a = shared_labels(&labels("share", "x"));
+        let b = shared_labels(&labels("share", "x"));
+        let c = shared_labels(&labels("share", "y"));
+        assert!(Arc::ptr_eq(&a, &b) && !Arc::ptr_eq(&a, &c));
+        assert_eq!(*a, labels("share", "x"));
+        // Dropped by every pod: the table lets it go at a sweep (one per doubling).
+        let gone = Arc::downgrade(&c);
+        drop(c);
+        for i in 0..4096 {
+            drop(shared_labels(&labels("sweep", &i.to_string())));
+        }
+        assert!(
+            gone.upgrade().is_none(),
+            "a set no pod holds stays in the table"
+        );
+        assert!(Arc::ptr_eq(&a, &shared_labels(&labels("share", "x"))));
     }
 }
