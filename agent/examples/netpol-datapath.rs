@@ -42,8 +42,8 @@ fn pod(name: &str, app: &str, ips: [&str; 2]) -> Pod {
         node: "node".into(),
         host_network: false,
         ips: ips.iter().map(|a| a.parse().unwrap()).collect(),
-        named_ports: vec![],
-        created: String::new(),
+        named_ports: vec![].into(),
+        created: "".into(),
     }
 }
 

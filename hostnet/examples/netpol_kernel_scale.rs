@@ -27,7 +27,7 @@ fn pod(i: u32) -> Pod {
         ("tier", format!("t{}", i % 3)),
     ];
     Pod {
-        namespace: format!("ns{}", i % NAMESPACES),
+        namespace: format!("ns{}", i % NAMESPACES).into(),
         name: format!("pod{i}"),
         labels: std::sync::Arc::new(
             labels
@@ -35,11 +35,11 @@ fn pod(i: u32) -> Pod {
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
         ),
-        node: format!("node{}", i % NODES),
+        node: format!("node{}", i % NODES).into(),
         host_network: false,
         ips: vec![IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))],
-        named_ports: vec![("http".into(), netpol::validate::Protocol::Tcp, 8080)],
-        created: String::new(),
+        named_ports: vec![("http".into(), netpol::validate::Protocol::Tcp, 8080)].into(),
+        created: "".into(),
     }
 }
 

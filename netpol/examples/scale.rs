@@ -33,7 +33,7 @@ fn pod(i: u32) -> Pod {
         ("tier", format!("t{}", i % 3)),
     ];
     Pod {
-        namespace: format!("ns{}", i % NAMESPACES),
+        namespace: format!("ns{}", i % NAMESPACES).into(),
         name: format!("pod{i}"),
         labels: std::sync::Arc::new(
             labels
@@ -41,11 +41,11 @@ fn pod(i: u32) -> Pod {
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
         ),
-        node: format!("node{}", node_of(i)),
+        node: format!("node{}", node_of(i)).into(),
         host_network: false,
         ips: vec![ip],
-        named_ports: vec![("http".into(), netpol::validate::Protocol::Tcp, 8080)],
-        created: String::new(),
+        named_ports: vec![("http".into(), netpol::validate::Protocol::Tcp, 8080)].into(),
+        created: "".into(),
     }
 }
 

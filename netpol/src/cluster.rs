@@ -3,6 +3,7 @@
 //! replaced by their deny-all stand-ins, the errors kept for logs and metrics).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
@@ -13,47 +14,74 @@ use crate::validate::{Policy, PolicyError, Protocol};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pod {
-    pub namespace: String,
+    pub namespace: Arc<str>,
     pub name: String,
     /// Shared with every pod of the same labels ([`shared_labels`]).
     pub labels: Arc<Labels>,
-    pub node: String,
+    pub node: Arc<str>,
     /// Its traffic is the node's: never policed as a pod, never a selector's peer.
     pub host_network: bool,
     /// At most one per family, in the API's order.
     pub ips: Vec<IpAddr>,
     /// `(name, protocol, port)` of every named container port.
-    pub named_ports: Vec<(String, Protocol, u16)>,
+    pub named_ports: Arc<[NamedPort]>,
     /// `metadata.creationTimestamp` as sent (empty when absent: the oldest).
-    pub created: String,
+    pub created: Arc<str>,
 }
 
-/// The one copy of `labels` that pods with these labels share: a ReplicaSet's pods have the
-/// same, so 150,000 pods hold a few thousand label sets, not 150,000 (~700 bytes each).
-/// Sets no pod holds any more are dropped when the table has doubled since the last sweep.
-pub fn shared_labels(labels: &Labels) -> Arc<Labels> {
-    static SHARED: Mutex<Shared> = Mutex::new(Shared {
-        sets: None,
-        sweep_at: 0,
-    });
-    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    let Shared { sets, sweep_at } = &mut *shared;
-    let sets = sets.get_or_insert_with(HashSet::new);
-    if let Some(one) = sets.get(labels) {
-        return one.clone();
-    }
-    if sets.len() >= *sweep_at {
-        sets.retain(|s| Arc::strong_count(s) > 1);
-        *sweep_at = (2 * sets.len()).max(1024);
-    }
-    let one = Arc::new(labels.clone());
-    sets.insert(one.clone());
-    one
-}
-
-struct Shared {
-    sets: Option<HashSet<Arc<Labels>>>,
+/// The one copy of a value that pods share: a ReplicaSet's pods have the same labels and
+/// ports, a namespace's pods its name, a node's pods the node's, so 150,000 pods hold a
+/// few thousand label sets, not 150,000 (~700 bytes each). Values no pod holds any more
+/// are dropped when the table has doubled since the last sweep.
+struct Table<T: ?Sized> {
+    values: Option<HashSet<Arc<T>>>,
     sweep_at: usize,
+}
+
+impl<T: ?Sized + Hash + Eq> Table<T> {
+    const fn new() -> Table<T> {
+        Table {
+            values: None,
+            sweep_at: 0,
+        }
+    }
+
+    fn share(table: &Mutex<Table<T>>, value: &T, own: impl FnOnce() -> Arc<T>) -> Arc<T> {
+        let mut table = table.lock().unwrap_or_else(|p| p.into_inner());
+        let Table { values, sweep_at } = &mut *table;
+        let values = values.get_or_insert_with(HashSet::new);
+        if let Some(one) = values.get(value) {
+            return one.clone();
+        }
+        if values.len() >= *sweep_at {
+            values.retain(|v| Arc::strong_count(v) > 1);
+            *sweep_at = (2 * values.len()).max(1024);
+        }
+        let one = own();
+        values.insert(one.clone());
+        one
+    }
+}
+
+/// The shared copy of a pod's `labels`.
+pub fn shared_labels(labels: &Labels) -> Arc<Labels> {
+    static LABELS: Mutex<Table<Labels>> = Mutex::new(Table::new());
+    Table::share(&LABELS, labels, || Arc::new(labels.clone()))
+}
+
+/// The shared copy of a pod's namespace, node or creation time.
+pub fn shared_str(text: &str) -> Arc<str> {
+    static TEXTS: Mutex<Table<str>> = Mutex::new(Table::new());
+    Table::share(&TEXTS, text, || Arc::from(text))
+}
+
+/// `(name, protocol, port)` of a container port.
+pub type NamedPort = (String, Protocol, u16);
+
+/// The shared copy of a pod's named ports.
+pub fn shared_ports(ports: &[NamedPort]) -> Arc<[NamedPort]> {
+    static PORTS: Mutex<Table<[NamedPort]>> = Mutex::new(Table::new());
+    Table::share(&PORTS, ports, || Arc::from(ports))
 }
 
 impl Pod {
@@ -72,7 +100,7 @@ impl Pod {
                 ips.push(ip);
             }
         }
-        let named_ports = p
+        let named_ports: Vec<NamedPort> = p
             .spec
             .containers
             .iter()
@@ -85,14 +113,14 @@ impl Pod {
             })
             .collect();
         Pod {
-            namespace: p.metadata.namespace.clone(),
+            namespace: shared_str(&p.metadata.namespace),
             name: p.metadata.name.clone(),
             labels: shared_labels(&p.metadata.labels),
-            node: p.spec.node_name.clone(),
+            node: shared_str(&p.spec.node_name),
             host_network: p.spec.host_network,
             ips,
-            named_ports,
-            created: p.metadata.creation_timestamp.clone(),
+            named_ports: shared_ports(&named_ports),
+            created: shared_str(&p.metadata.creation_timestamp),
         }
     }
 
@@ -203,7 +231,7 @@ impl Cluster {
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
         self.pods
             .iter()
-            .find(|p| p.namespace == namespace && p.name == name)
+            .find(|p| &*p.namespace == namespace && p.name == name)
     }
 }
 
@@ -212,21 +240,40 @@ mod tests {
     use super::*;
 
     fn labels(test: &str, v: &str) -> Labels {
-        [(format!("shared-labels-test-{test}"), v.to_string())]
+        [(format!("shared-test-{test}"), v.to_string())]
             .into_iter()
             .collect()
     }
 
+    fn pod(name: &str, app: &str) -> Pod {
+        let object: model::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "namespace": "shared-ns", "labels": { "app": app },
+                          "creationTimestamp": "2026-12-01T00:00:00Z" },
+            "spec": { "nodeName": "shared-node", "containers": [
+                { "ports": [{ "name": "http", "containerPort": 80 }] }] },
+            "status": { "podIPs": [{ "ip": "10.1.1.1" }] }
+        }))
+        .unwrap();
+        Pod::from_object(&object)
+    }
+
     #[test]
-    fn pods_with_the_same_labels_share_one_copy_and_unheld_copies_go() {
-        let a = shared_labels(&labels("share", "x"));
-        let b = shared_labels(&labels("share", "x"));
-        let c = shared_labels(&labels("share", "y"));
-        assert!(Arc::ptr_eq(&a, &b) && !Arc::ptr_eq(&a, &c));
-        assert_eq!(*a, labels("share", "x"));
+    fn pods_share_equal_labels_ports_and_names_and_unheld_copies_go() {
+        let (a, b, c) = (pod("a", "web"), pod("b", "web"), pod("c", "db"));
+        assert!(Arc::ptr_eq(&a.labels, &b.labels) && !Arc::ptr_eq(&a.labels, &c.labels));
+        assert_eq!(a.labels["app"], "web");
+        for (x, y) in [
+            (&a.namespace, &c.namespace),
+            (&a.node, &c.node),
+            (&a.created, &c.created),
+        ] {
+            assert!(Arc::ptr_eq(x, y), "{x} not shared");
+        }
+        assert!(Arc::ptr_eq(&a.named_ports, &c.named_ports));
+        assert_eq!(a.named_port("http", Protocol::Tcp), Some(80));
         // Dropped by every pod: the table lets it go at a sweep (one per doubling).
-        let gone = Arc::downgrade(&c);
-        drop(c);
+        let one = shared_labels(&labels("sweep", "kept"));
+        let gone = Arc::downgrade(&shared_labels(&labels("sweep", "dropped")));
         for i in 0..4096 {
             drop(shared_labels(&labels("sweep", &i.to_string())));
         }
@@ -234,6 +281,6 @@ mod tests {
             gone.upgrade().is_none(),
             "a set no pod holds stays in the table"
         );
-        assert!(Arc::ptr_eq(&a, &shared_labels(&labels("share", "x"))));
+        assert!(Arc::ptr_eq(&one, &shared_labels(&labels("sweep", "kept"))));
     }
 }

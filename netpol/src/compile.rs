@@ -49,7 +49,7 @@ pub fn compile(c: &Cluster, node: &str) -> Program {
     let local: Vec<&Pod> = c
         .pods
         .iter()
-        .filter(|p| p.node == node && p.policed() && !p.ips.is_empty())
+        .filter(|p| &*p.node == node && p.policed() && !p.ips.is_empty())
         .collect();
     for dir in [Direction::Ingress, Direction::Egress] {
         let mut targets: BTreeMap<usize, Vec<&Pod>> = BTreeMap::new();
@@ -86,7 +86,7 @@ pub fn compile(c: &Cluster, node: &str) -> Program {
 
 /// Whether `p` polices `pod` in `dir`.
 pub fn selects(p: &Policy, dir: Direction, pod: &Pod) -> bool {
-    p.namespace == pod.namespace && p.rules(dir).is_some() && p.pod_selector.matches(&pod.labels)
+    *p.namespace == *pod.namespace && p.rules(dir).is_some() && p.pod_selector.matches(&pod.labels)
 }
 
 /// The program with no pod policed: the base chains and empty dispatch maps.

@@ -59,7 +59,7 @@ pub fn picks<V: View + ?Sized>(c: &V, policy_ns: &str, peers: &[Peer], pod: &Pod
             Peer::Block { .. } => false,
             Peer::Pods { namespaces, pods } => {
                 let ns_ok = match namespaces {
-                    Namespaces::Own => pod.namespace == policy_ns,
+                    Namespaces::Own => &*pod.namespace == policy_ns,
                     Namespaces::Matching(s) => s.matches(&c.namespace_labels(&pod.namespace)),
                 };
                 ns_ok && pods.matches(&pod.labels)

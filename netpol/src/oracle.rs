@@ -84,7 +84,7 @@ fn allows(
 ) -> bool {
     let mut isolated = false;
     for policy in &c.policies {
-        if policy.namespace != target.namespace || !policy.pod_selector.matches(&target.labels) {
+        if *policy.namespace != *target.namespace || !policy.pod_selector.matches(&target.labels) {
             continue;
         }
         let Some(rules) = policy.rules(dir) else {
@@ -114,7 +114,7 @@ fn peer_matches(c: &Cluster, policy_ns: &str, rule: &Rule, peer: (Option<&Pod>, 
         }
         Peer::Pods { namespaces, pods } => peer.0.is_some_and(|pod| {
             let ns_ok = match namespaces {
-                Namespaces::Own => pod.namespace == policy_ns,
+                Namespaces::Own => &*pod.namespace == policy_ns,
                 Namespaces::Matching(s) => s.matches(&c.namespace_labels(&pod.namespace)),
             };
             ns_ok && pods.matches(&pod.labels)

@@ -26,7 +26,7 @@ pub fn pod_event(
     if old
         .into_iter()
         .chain(new)
-        .any(|p| p.node == node && p.policed())
+        .any(|p| &*p.node == node && p.policed())
     {
         return Err(LocalPod);
     }

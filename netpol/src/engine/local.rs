@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use super::tx::Tx;
 use super::{Key, State};
@@ -44,7 +45,7 @@ struct SelChain {
 #[derive(Default)]
 pub(crate) struct Local {
     pods: HashMap<u32, Policed>,
-    by_ns: HashMap<String, BTreeSet<u32>>,
+    by_ns: HashMap<Arc<str>, BTreeSet<u32>>,
     targets: BTreeMap<(Key, Direction), BTreeSet<u32>>,
     /// The policies whose chain and sets are in the program.
     active: BTreeSet<(Key, Direction)>,
@@ -326,7 +327,7 @@ fn pols<'s>(st: &'s State, keys: &[Key]) -> Vec<&'s Policy> {
 
 /// How `pod` (this node's, policed, with an address) is policed by the current policies.
 fn policed(st: &State, pod: &Pod) -> Policed {
-    let ns = pod.namespace.clone();
+    let ns = pod.namespace.to_string();
     let in_ns = st
         .policies
         .range((ns.clone(), String::new())..)

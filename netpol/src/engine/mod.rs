@@ -17,6 +17,7 @@ mod tx;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::cluster::Pod;
 use crate::compile::base_program;
@@ -46,7 +47,7 @@ pub(crate) struct State {
     pods: Vec<Option<Entry>>,
     free: Vec<u32>,
     /// Policed pods by namespace: the candidates of a selector peer.
-    by_ns: HashMap<String, BTreeSet<u32>>,
+    by_ns: HashMap<Arc<str>, BTreeSet<u32>>,
     /// Policed pods claiming each address (usually one).
     claims: HashMap<IpAddr, Vec<u32>>,
     /// Namespaces we have an object for, with their labels as selectors see them.
@@ -122,7 +123,7 @@ impl View for State {
                     self.by_ns
                         .keys()
                         .filter(|ns| s.matches(&View::namespace_labels(self, ns)))
-                        .map(String::as_str),
+                        .map(|ns| &**ns),
                 ),
                 Peer::Block { .. } => {}
             }
@@ -196,7 +197,7 @@ impl Engine {
 
     /// A pod added or changed (`Pod::from_object` of the API's object).
     pub fn set_pod(&mut self, pod: Pod) -> Changes {
-        let key = (pod.namespace.clone(), pod.name.clone());
+        let key = (pod.namespace.to_string(), pod.name.clone());
         self.pod_event(key, Some(pod))
     }
 

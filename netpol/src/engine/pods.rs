@@ -169,9 +169,15 @@ impl State {
         if let (Some(n), Some(e)) = (&now, self.pods[id as usize].as_mut()) {
             e.pod.ips = n.ips.clone();
         }
-        let is_local = |p: &Option<Pod>| p.as_ref().is_some_and(|p| p.node == node);
+        let is_local = |p: &Option<Pod>| p.as_ref().is_some_and(|p| &*p.node == node);
         if is_local(&before) || is_local(&now) {
-            local.refresh(self, tx, id, now.as_ref().filter(|p| p.node == node), dirty);
+            local.refresh(
+                self,
+                tx,
+                id,
+                now.as_ref().filter(|p| &*p.node == node),
+                dirty,
+            );
         }
     }
 }

@@ -94,7 +94,7 @@ impl Table {
                                 let src = match s {
                                     Source::Pod(key) => Endpoint::Pod(pod(key)),
                                     Source::Node { name, lan, bridge } => {
-                                        let own = dst.node == *name;
+                                        let own = *dst.node == **name;
                                         Endpoint::Outside(pick(
                                             if own { *bridge } else { *lan },
                                             k.family,
