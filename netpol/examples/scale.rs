@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
-use netpol::cluster::{Cluster, Pod};
+use netpol::cluster::{Cluster, Pod, shared_labels, shared_ports, shared_str};
 use netpol::compile::compile;
 use netpol::diff::Changes;
 use netpol::engine::Engine;
@@ -32,20 +32,21 @@ fn pod(i: u32) -> Pod {
         ("app", format!("app{}", i % 20)),
         ("tier", format!("t{}", i % 3)),
     ];
+    // Shared as the agent's decoding shares them (`cluster::shared_*`).
     Pod {
-        namespace: format!("ns{}", i % NAMESPACES).into(),
+        namespace: shared_str(&format!("ns{}", i % NAMESPACES)),
         name: format!("pod{i}"),
-        labels: std::sync::Arc::new(
-            labels
+        labels: shared_labels(
+            &labels
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
         ),
-        node: format!("node{}", node_of(i)).into(),
+        node: shared_str(&format!("node{}", node_of(i))),
         host_network: false,
         ips: vec![ip],
-        named_ports: vec![("http".into(), netpol::validate::Protocol::Tcp, 8080)].into(),
-        created: "".into(),
+        named_ports: shared_ports(&[("http".into(), netpol::validate::Protocol::Tcp, 8080)]),
+        created: shared_str(""),
     }
 }
 
@@ -108,16 +109,15 @@ fn main() {
 
     let mut e = Engine::new(NODE, &[]);
     let t = Instant::now();
-    let ch = e.load(&namespaces, (0..PODS).map(pod), &policies);
+    e.load(&namespaces, (0..PODS).map(pod), &policies);
     let prog = e.program();
     let elems: usize = prog.sets.values().map(|s| s.elems.len()).sum();
     println!(
-        "first full programming of {NODE}: {:?} ({} chains, {} sets, {} elements; {} element changes); VmRSS {}",
+        "first full programming of {NODE}: {:?} ({} chains, {} sets, {} elements); VmRSS {}",
         t.elapsed(),
         prog.chains.len(),
         prog.sets.len(),
         elems,
-        ch.add_elems.len(),
         status("VmRSS")
     );
 

@@ -23,8 +23,22 @@ pub enum Op {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Selector {
-    labels: BTreeMap<String, String>,
+    labels: Pairs,
     exprs: Vec<(String, Op)>,
+}
+
+/// `matchLabels` sorted by key: compared, ordered and shown as the map it was (shared set
+/// names hash a selector's `Debug`), held in a tenth of a map's memory (a map's first
+/// node is 544 bytes; 10,000 policies hold 30,000 selectors).
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Pairs(Vec<(String, String)>);
+
+impl std::fmt::Debug for Pairs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| (k, v)))
+            .finish()
+    }
 }
 
 /// Why a selector cannot be used; `field` is relative to the selector.
@@ -73,17 +87,17 @@ impl Selector {
             exprs.push((r.key.clone(), op));
         }
         Ok(Selector {
-            labels: raw.match_labels.clone(),
+            labels: Pairs(raw.match_labels.clone().into_iter().collect()),
             exprs,
         })
     }
 
     pub fn is_everything(&self) -> bool {
-        self.labels.is_empty() && self.exprs.is_empty()
+        self.labels.0.is_empty() && self.exprs.is_empty()
     }
 
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+        self.labels.0.iter().all(|(k, v)| labels.get(k) == Some(v))
             && self.exprs.iter().all(|(k, op)| {
                 let have = labels.get(k);
                 match op {
@@ -129,6 +143,15 @@ mod tests {
             match_expressions: exprs,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn match_labels_show_as_the_map_they_came_from() {
+        // Shared set names hash a selector's Debug text: it must not change.
+        let map = labels(&[("b", "2"), ("a", "1")]);
+        let s = sel(&[("b", "2"), ("a", "1")], vec![]);
+        assert_eq!(format!("{:?}", s.labels), format!("{map:?}"));
+        assert!(s.matches(&map) && !s.matches(&labels(&[("a", "1")])));
     }
 
     #[test]

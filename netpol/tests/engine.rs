@@ -34,7 +34,8 @@ fn engines(w: &World) -> Vec<Engine> {
             let nss: Vec<model::Namespace> = w.namespaces.iter().map(de).collect();
             let nps: Vec<model::NetworkPolicy> = w.policies.iter().map(de).collect();
             let start = e.program().clone();
-            let ch = e.load(&nss, w.pods.iter().map(pod), &nps);
+            e.load(&nss, w.pods.iter().map(pod), &nps);
+            let ch = netpol::diff::diff(&start, e.program());
             check(&start, &ch, e.program(), &w.build().programs[n], "load");
             e
         })

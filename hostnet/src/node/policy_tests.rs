@@ -199,3 +199,17 @@ fn the_kernel_enforces_programs_and_their_diffs_as_the_oracle_says() {
     k.remove_policy().unwrap();
     assert!(k.policy_matches(&Program::default()).unwrap());
 }
+
+/// The whole-table batch reads the elements from the program: the same messages as the
+/// batch of its difference from the empty program.
+#[test]
+fn the_whole_table_batch_is_the_batch_of_the_difference_from_nothing() {
+    use crate::policy::{Kinds, changes_batch, remove_batch, replace_batch};
+    let c = cluster(4, true);
+    let p = program(&c, 4);
+    assert!(p.sets.values().any(|s| !s.elems.is_empty()));
+    let mut want = remove_batch();
+    want.extend(changes_batch(&diff(&Program::default(), &p), &Kinds::new()).unwrap());
+    let got = replace_batch(&p).unwrap();
+    assert_eq!(format!("{got:?}"), format!("{want:?}"));
+}

@@ -37,10 +37,10 @@ impl Engine {
         }
         let mut affected: BTreeSet<u32> = BTreeSet::new();
         for ip in old_claims.iter().chain(&new_claims) {
-            affected.extend(self.st.claims.get(ip).into_iter().flatten());
+            affected.extend(self.st.claims.of(ip));
         }
         for ip in &new_claims {
-            self.st.claims.entry(*ip).or_default().push(id);
+            self.st.claims.add(*ip, id);
         }
         // Every pod's view before and after, then two passes: addresses lost first, so a
         // pod taking one over adds it after its old owner took it out.
@@ -48,7 +48,7 @@ impl Engine {
         let removed = new.is_none();
         if let Some(p) = new {
             let claimed = new_claims;
-            self.st.pods[id as usize] = Some(Entry { pod: p, claimed });
+            self.st.pods[id as usize] = Some(Box::new(Entry { pod: p, claimed }));
         }
         affected.remove(&id);
         let mut steps = vec![(id, before, (!removed).then(|| self.st.owned_view(id)))];
@@ -109,12 +109,7 @@ impl State {
     }
 
     fn unclaim(&mut self, ip: IpAddr, id: u32) {
-        if let Some(c) = self.claims.get_mut(&ip) {
-            c.retain(|&i| i != id);
-            if c.is_empty() {
-                self.claims.remove(&ip);
-            }
-        }
+        self.claims.remove(ip, id);
     }
 
     /// The stored pod `id` with only the addresses it owns.
@@ -128,9 +123,9 @@ impl State {
                 .iter()
                 .copied()
                 .filter(|ip| {
-                    self.claims[ip]
-                        .iter()
-                        .all(|&o| o == id || raw(id).owns_against(raw(o)))
+                    self.claims
+                        .of(ip)
+                        .all(|o| o == id || raw(id).owns_against(raw(o)))
                 })
                 .collect();
         }
