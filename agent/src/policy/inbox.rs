@@ -53,11 +53,19 @@ impl<T: Debug> Kind<T> {
     }
 
     /// A full list: every object not in it is deleted, every changed one pending.
-    fn replace(&mut self, items: Vec<(Key, T)>, what: &str) -> Result<bool, String> {
+    fn replace(
+        &mut self,
+        items: impl ExactSizeIterator<Item = (Key, T)>,
+        what: &str,
+    ) -> Result<bool, String> {
         if items.len() > self.max {
             return Err(format!("the {what} list has more than {} items", self.max));
         }
         let mut changed = !self.listed;
+        if !self.listed {
+            // All of the first list is pending: no growth by doubling (150,000 pods).
+            self.pending.reserve(items.len());
+        }
         let mut now = HashMap::with_capacity(items.len());
         for (key, object) in items {
             let print = fingerprint(&object);
@@ -264,10 +272,10 @@ fn namespaced(namespace: &str, name: &str) -> Key {
 
 impl Cache<Pods> for Inbox {
     fn replace(&self, items: Vec<Pod>) -> Result<(), String> {
+        // Keyed as they go in: no second list of 150,000 pods beside the first.
         let items = items
             .into_iter()
-            .map(|p| (namespaced(&p.namespace, &p.name), p))
-            .collect();
+            .map(|p| (namespaced(&p.namespace, &p.name), p));
         self.update(|s| s.pods.replace(items, "pod"))
     }
 
@@ -287,8 +295,7 @@ impl Cache<Namespaces> for Inbox {
     fn replace(&self, items: Vec<Namespace>) -> Result<(), String> {
         let items = items
             .into_iter()
-            .map(|n| (n.metadata.name.clone(), n))
-            .collect();
+            .map(|n| (n.metadata.name.clone(), n));
         self.update(|s| s.namespaces.replace(items, "namespace"))
     }
 
@@ -308,8 +315,7 @@ impl Cache<NetworkPolicies> for Inbox {
     fn replace(&self, items: Vec<NetworkPolicy>) -> Result<(), String> {
         let items = items
             .into_iter()
-            .map(|p| (namespaced(&p.metadata.namespace, &p.metadata.name), p))
-            .collect();
+            .map(|p| (namespaced(&p.metadata.namespace, &p.metadata.name), p));
         self.update(|s| s.policies.replace(items, "networkpolicy"))
     }
 
