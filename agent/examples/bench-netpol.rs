@@ -259,7 +259,7 @@ fn main() {
             });
         }
         wait_for("the first programming", Duration::from_secs(1800), || {
-            p.in_place.load(Ordering::Relaxed)
+            p.in_place.load(Ordering::Acquire)
         });
         let first = start.elapsed();
         let (hwm, rss) = (status_kib("VmHWM:"), status_kib("VmRSS:"));

@@ -170,8 +170,9 @@ impl<'a> Enforcer<'a> {
                 ));
             }
         }
-        m.in_place.store(self.in_place, Ordering::Relaxed);
+        // The counts first: whoever sees the table in place sees what it holds.
         self.count();
+        m.in_place.store(self.in_place, Ordering::Release);
     }
 
     /// The batch into the engine: the kernel's changes, event by event, or (a burst) the

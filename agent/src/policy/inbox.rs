@@ -293,9 +293,7 @@ impl Cache<Pods> for Inbox {
 
 impl Cache<Namespaces> for Inbox {
     fn replace(&self, items: Vec<Namespace>) -> Result<(), String> {
-        let items = items
-            .into_iter()
-            .map(|n| (n.metadata.name.clone(), n));
+        let items = items.into_iter().map(|n| (n.metadata.name.clone(), n));
         self.update(|s| s.namespaces.replace(items, "namespace"))
     }
 
