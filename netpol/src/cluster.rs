@@ -12,7 +12,7 @@ use crate::model;
 use crate::select::{Labels, namespace_labels};
 use crate::validate::{Policy, PolicyError, Protocol};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Pod {
     pub namespace: Arc<str>,
     pub name: String,
