@@ -11,6 +11,9 @@
 //! veth holds 10.255.255.254/16 and fd00:ff::fffe/64, so every stub node is on-link.
 //! Run by scripts/bench-agent.sh. A benchmark, not a test: it asserts nothing about time.
 
+#[path = "support/on_panic.rs"]
+mod on_panic;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -158,6 +161,7 @@ fn main() {
         vec!["10.255.255.254".parse().unwrap()],
     );
     let bench_ns = kernel.then(BenchNs::make);
+    on_panic::clean_up(bench_ns.iter().map(|n| n.0.clone()).collect(), stub.id());
     let host = bench_ns.as_ref().map(|ns| {
         let handle = sysproc::netns::Netns::open(format!("/run/netns/{}", ns.0)).unwrap();
         HostNodeNet::in_netns(&handle).unwrap()
@@ -328,7 +332,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The stub's process, killed and reaped when dropped: also when the bench panics.
+/// The stub's process, killed and reaped when dropped (on a panic: `on_panic`).
 struct StubProcess(std::process::Child);
 
 impl std::ops::Deref for StubProcess {

@@ -22,6 +22,8 @@
 #[path = "support/netpol_cluster.rs"]
 #[allow(dead_code)] // the stub uses the rest
 mod netpol_cluster;
+#[path = "support/on_panic.rs"]
+mod on_panic;
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -136,7 +138,7 @@ impl Drop for BenchNs {
     }
 }
 
-/// The stub's process, killed and reaped when dropped: also when the bench panics.
+/// The stub's process, killed and reaped when dropped (on a panic: `on_panic`).
 struct StubProcess(std::process::Child);
 
 impl Drop for StubProcess {
@@ -223,6 +225,7 @@ fn main() {
     ])
     .unwrap();
     let ns = BenchNs::make();
+    on_panic::clean_up(vec![ns.0.clone(), format!("{}-w", ns.0)], stub.0.id());
     // One kernel for both loops, as the agent's main makes it (run.rs).
     let (net, reader) = (Arc::new(ns.host()), ns.host());
     let installer = cni_rs_agent::files::Installer::new(&args).unwrap();
@@ -404,7 +407,8 @@ fn main() {
         let mut engine = netpol::engine::Engine::new(ME, &[]);
         engine.load(&namespaces, pods, &policies);
         let engine_load = at.elapsed();
-        let empty = BenchNs(format!("cnirs-bench-netpol-{}-w", std::process::id()));
+        // Its name is known to `on_panic::clean_up`.
+        let empty = BenchNs(format!("{}-w", ns.0));
         let _ = Command::new("ip").args(["netns", "add", &empty.0]).status();
         let at = Instant::now();
         empty.host().replace_policy(engine.program()).unwrap();
