@@ -33,10 +33,8 @@ fn engines(w: &World) -> Vec<Engine> {
             let mut e = Engine::new(NODES[n], &node_ips(n));
             let nss: Vec<model::Namespace> = w.namespaces.iter().map(de).collect();
             let nps: Vec<model::NetworkPolicy> = w.policies.iter().map(de).collect();
-            let start = e.program().clone();
             e.load(&nss, w.pods.iter().map(pod), &nps);
-            let ch = netpol::diff::diff(&start, e.program());
-            check(&start, &ch, e.program(), &w.build().programs[n], "load");
+            same_as_compiled(e.program(), &w.build().programs[n], "load");
             e
         })
         .collect()
@@ -44,11 +42,7 @@ fn engines(w: &World) -> Vec<Engine> {
 
 /// The engine's program is the compiled one, and `changes` what turned `before` into it.
 fn check(before: &Program, changes: &Changes, now: &Program, compiled: &Program, what: &str) {
-    assert!(
-        now == compiled,
-        "{what}: engine != compile; compile -> engine: {:?}",
-        diff(compiled, now)
-    );
+    same_as_compiled(now, compiled, what);
     let want = diff(before, now);
     assert!(
         *changes == want,
@@ -61,6 +55,14 @@ fn check(before: &Program, changes: &Changes, now: &Program, compiled: &Program,
     assert!(
         kernel(&applied) == kernel(now),
         "{what}: apply(before, changes) != after"
+    );
+}
+
+fn same_as_compiled(now: &Program, compiled: &Program, what: &str) {
+    assert!(
+        now == compiled,
+        "{what}: engine != compile; compile -> engine: {:?}",
+        diff(compiled, now)
     );
 }
 

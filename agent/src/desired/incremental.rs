@@ -487,24 +487,24 @@ impl State {
                 *c -= 1;
             }
             // A range comes or goes: its family's list (sorted) changes by that one.
-            let first = add && *c == 1;
-            if *c == 0 {
+            let (came, gone) = (add && *c == 1, *c == 0);
+            if gone {
                 self.masq.remove(n);
             }
-            if self.keep_lists && (first || !self.masq.contains_key(n)) {
-                let fam = if n.is_ipv4() {
-                    &mut out.policy.v4
-                } else {
-                    &mut out.policy.v6
-                };
-                if let Some(list) = fam.as_mut().map(|f| &mut f.no_masquerade) {
-                    match (list.binary_search(n), add) {
-                        (Err(at), true) => list.insert(at, *n),
-                        (Ok(at), false) => {
-                            list.remove(at);
-                        }
-                        _ => {}
+            let fam = if n.is_ipv4() {
+                &mut out.policy.v4
+            } else {
+                &mut out.policy.v6
+            };
+            if let Some(list) = fam.as_mut().map(|f| &mut f.no_masquerade)
+                && self.keep_lists
+            {
+                match list.binary_search(n) {
+                    Err(at) if came => list.insert(at, *n),
+                    Ok(at) if gone => {
+                        list.remove(at);
                     }
+                    _ => {}
                 }
             }
         }

@@ -6,7 +6,6 @@
 //! object, to tell a re-list's deletions and unchanged objects.
 
 use std::collections::HashMap;
-use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -41,7 +40,7 @@ pub struct Kind<T> {
     max: usize,
 }
 
-impl<T: Debug + Fingerprint> Kind<T> {
+impl<T: Fingerprint> Kind<T> {
     fn new(max: usize) -> Kind<T> {
         Kind {
             known: HashMap::new(),
@@ -269,30 +268,28 @@ pub trait Fingerprint {
 /// 150,000 pods (a string of ~600 bytes made and dropped per pod).
 impl Fingerprint for Pod {
     fn fingerprint(&self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.hash(&mut h);
-        h.finish()
+        hash_of(self)
     }
 }
 
 /// Namespaces and policies (thousands, not 150,000): their `Debug` text, as their model
 /// types derive no `Hash`.
-fn debug_print(object: &impl Debug) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    format!("{object:?}").hash(&mut h);
-    h.finish()
-}
-
 impl Fingerprint for Namespace {
     fn fingerprint(&self) -> u64 {
-        debug_print(self)
+        hash_of(&format!("{self:?}"))
     }
 }
 
 impl Fingerprint for NetworkPolicy {
     fn fingerprint(&self) -> u64 {
-        debug_print(self)
+        hash_of(&format!("{self:?}"))
     }
+}
+
+fn hash_of(value: &impl Hash) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
 }
 
 fn namespaced(namespace: &str, name: &str) -> Key {

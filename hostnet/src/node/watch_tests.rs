@@ -200,19 +200,18 @@ fn a_large_batch_of_ours_is_followed_by_a_recheck_and_others_are_told_after_it()
     use netpol::program::{Elem, Program, Set, SetKind};
     let k = node.node();
     let (_watch, rx) = watched(&k);
+    // `n` addresses from 10.0.0.0.
+    let addrs = |n: u32| {
+        (0..n)
+            .map(|i| Elem::Addr(std::net::Ipv4Addr::from(0x0a00_0000 + i).into()))
+            .collect()
+    };
     let mut program = Program::default();
-    let elems = (0..5000u32)
-        .map(|i| {
-            Elem::Addr(std::net::IpAddr::from(std::net::Ipv4Addr::from(
-                0x0a00_0000 + i,
-            )))
-        })
-        .collect();
     program.sets.insert(
         "peer-test-pods4".into(),
         Set {
             kind: SetKind::Addrs(Family::V4),
-            elems,
+            elems: addrs(5000),
         },
     );
     // Past QUIET_ELEMS: the watch leaves the nf_tables group for the batch, so what
@@ -224,13 +223,7 @@ fn a_large_batch_of_ours_is_followed_by_a_recheck_and_others_are_told_after_it()
     node.sh("nft", &["delete", "table", "inet", "cni-rs-netpol"]);
     assert!(told(&rx).policy, "a foreign delete after the batch");
     // A small batch of ours: nothing told (the marker, a foreign delete, comes first).
-    program.sets.get_mut("peer-test-pods4").unwrap().elems = (0..10u32)
-        .map(|i| {
-            Elem::Addr(std::net::IpAddr::from(std::net::Ipv4Addr::from(
-                0x0a00_0000 + i,
-            )))
-        })
-        .collect();
+    program.sets.get_mut("peer-test-pods4").unwrap().elems = addrs(10);
     k.replace_policy(&program).unwrap();
     k.apply_firewall(&policy()).unwrap();
     node.sh("nft", &["delete", "table", "inet", "cni-rs"]);

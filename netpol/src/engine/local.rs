@@ -327,11 +327,11 @@ fn pols<'s>(st: &'s State, keys: &[Key]) -> Vec<&'s Policy> {
 
 /// How `pod` (this node's, policed, with an address) is policed by the current policies.
 fn policed(st: &State, pod: &Pod) -> Policed {
-    let ns = pod.namespace.to_string();
+    let ns: &str = &pod.namespace;
     let in_ns = st
         .policies
-        .range((ns.clone(), String::new())..)
-        .take_while(|((n, _), _)| *n == ns);
+        .range((ns.to_string(), String::new())..)
+        .take_while(|((n, _), _)| n == ns);
     let mut sel: [(Vec<Key>, Option<String>); 2] = Default::default();
     for (k, p) in in_ns {
         for dir in DIRS {
