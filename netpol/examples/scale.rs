@@ -136,6 +136,27 @@ fn main() {
     );
     timed("local pod end", || e.remove_pod(&ns, &name));
 
+    // The worst local start: the node's first pod selected by a policy whose team peers'
+    // set is not here yet (the first such fresh pod; the others are started and ended
+    // again untimed).
+    for i in (PODS + 1..PODS + 200_000).filter(|&i| node_of(i) == 0 && i % 2 == 0) {
+        let (ns, name) = (format!("ns{}", i % NAMESPACES), format!("pod{i}"));
+        let t = Instant::now();
+        let ch = e.set_pod(pod(i));
+        let took = t.elapsed();
+        if ch.add_elems.len() > 1_000 {
+            println!(
+                "local pod start bringing a peer set: {took:?} (+{} elements, {} chains written, +{} sets)",
+                ch.add_elems.len(),
+                ch.write_rules.len(),
+                ch.add_sets.len()
+            );
+            timed("its end", || e.remove_pod(&ns, &name));
+            break;
+        }
+        e.remove_pod(&ns, &name);
+    }
+
     // A remote pod in a local pod's namespace, tier t1 (a peer of its policy).
     let local_ns = local[1] % NAMESPACES;
     let remote = (PODS..)

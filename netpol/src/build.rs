@@ -3,11 +3,12 @@
 //! policy an event touches). Membership is read through `members::View`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::addr::{Family, RangeSet};
 use crate::cluster::Pod;
 use crate::compile::policy_chain;
-use crate::members::{Source, View, named_ports, peer_set, rule_members};
+use crate::members::{Source, View, in_namespace, named_ports, peer_set, picks_in, rule_members};
 use crate::program::*;
 use crate::validate::{Direction, Peer, Policy, PortMatch, Rule as PolicyRule};
 
@@ -20,11 +21,39 @@ fn members_of<V: View + ?Sized>(
     named: bool,
     f: Family,
 ) -> BTreeSet<Elem> {
-    let mut out = BTreeSet::new();
-    c.candidates(p, rule, &mut |pod| {
-        out.extend(rule_members(c, p, rule, named, f, pod));
-    });
-    out
+    // Collected, then built sorted at once (inserting 40,000 addresses one by one into a
+    // tree was a third of a large peer set's time).
+    let mut out = Vec::new();
+    match (named, &rule.peers) {
+        (false, Some(peers)) => {
+            // The candidates come namespace by namespace: which peers pick from a
+            // namespace is decided once per namespace, not per pod.
+            let mut here: Option<(Arc<str>, Vec<&Peer>)> = None;
+            c.candidates(p, rule, &mut |pod| {
+                let (Some(ip), true) = (pod.ip(f), pod.policed()) else {
+                    return;
+                };
+                let ns = &pod.namespace;
+                if here
+                    .as_ref()
+                    .is_none_or(|(n, _)| !Arc::ptr_eq(n, ns) && n != ns)
+                {
+                    let ps = peers
+                        .iter()
+                        .filter(|x| in_namespace(c, &p.namespace, x, ns));
+                    here = Some((ns.clone(), ps.collect()));
+                }
+                let (_, ps) = here.as_ref().expect("just set");
+                if ps.iter().any(|x| picks_in(x, pod)) {
+                    out.push(Elem::Addr(ip));
+                }
+            });
+        }
+        _ => c.candidates(p, rule, &mut |pod| {
+            out.extend(rule_members(c, p, rule, named, f, pod));
+        }),
+    }
+    out.into_iter().collect()
 }
 
 /// The chain of one policy's rules for `dir`, and their sets; a shared peer set that

@@ -55,16 +55,25 @@ pub enum Source {
 /// Whether a rule's selector peers pick `pod` (a hostNetwork pod is never picked).
 pub fn picks<V: View + ?Sized>(c: &V, policy_ns: &str, peers: &[Peer], pod: &Pod) -> bool {
     pod.policed()
-        && peers.iter().any(|peer| match peer {
-            Peer::Block { .. } => false,
-            Peer::Pods { namespaces, pods } => {
-                let ns_ok = match namespaces {
-                    Namespaces::Own => &*pod.namespace == policy_ns,
-                    Namespaces::Matching(s) => s.matches(&c.namespace_labels(&pod.namespace)),
-                };
-                ns_ok && pods.matches(&pod.labels)
-            }
-        })
+        && peers
+            .iter()
+            .any(|peer| in_namespace(c, policy_ns, peer, &pod.namespace) && picks_in(peer, pod))
+}
+
+/// Whether `peer` (of a policy in `policy_ns`) picks pods of namespace `ns` at all.
+pub fn in_namespace<V: View + ?Sized>(c: &V, policy_ns: &str, peer: &Peer, ns: &str) -> bool {
+    match peer {
+        Peer::Block { .. } => false,
+        Peer::Pods { namespaces, .. } => match namespaces {
+            Namespaces::Own => ns == policy_ns,
+            Namespaces::Matching(s) => s.matches(&c.namespace_labels(ns)),
+        },
+    }
+}
+
+/// Whether `peer` picks `pod` among the pods of a namespace it picks from.
+pub fn picks_in(peer: &Peer, pod: &Pod) -> bool {
+    matches!(peer, Peer::Pods { pods, .. } if pods.matches(&pod.labels))
 }
 
 fn in_blocks(peers: &[Peer], pod: &Pod, f: Family) -> bool {
