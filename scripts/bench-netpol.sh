@@ -7,7 +7,7 @@
 # remote, policies, a namespace) the medians over ROUNDS events from the stub's command
 # to the agent's transaction committed; then the medians of RUNS runs. Root only.
 #
-#   scripts/bench-netpol.sh [NODES] [PODS] [NAMESPACES] [POLICIES_PER_NS] [RUNS] [ROUNDS]
+#   [TARGET=x86_64-unknown-linux-musl] scripts/bench-netpol.sh [NODES] [PODS] [NAMESPACES] [POLICIES_PER_NS] [RUNS] [ROUNDS]
 #   (default 5000 150000 1000 10 3 11; a smoke run: 50 1500 10 10 1 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +18,21 @@ PER_NS=${4:-10}
 RUNS=${5:-3}
 ROUNDS=${6:-11}
 [[ $EUID -eq 0 ]] || { echo "error: needs root (the real kernel, in a namespace)" >&2; exit 1; }
-cargo build -q --release -p cni-rs-agent --example stub-apiserver --example bench-netpol
-bench=${CARGO_TARGET_DIR:-target}/release/examples/bench-netpol
+# TARGET=x86_64-unknown-linux-musl measures with the allocator the image ships (musl's:
+# slower, and it gives freed memory back where glibc's keeps it); default the host's.
+out=${CARGO_TARGET_DIR:-target}/release
+target_args=()
+if [[ -n ${TARGET:-} ]]; then
+    rustup target list --installed | grep -qx "$TARGET" || rustup target add "$TARGET"
+    # shellcheck source=scripts/packages.sh
+    source scripts/packages.sh
+    need_packages "a musl build" musl-gcc:musl-tools
+    out=${CARGO_TARGET_DIR:-target}/$TARGET/release
+    target_args=(--target "$TARGET")
+fi
+CC_x86_64_unknown_linux_musl=musl-gcc cargo build -q --release "${target_args[@]}" \
+    -p cni-rs-agent --example stub-apiserver --example bench-netpol
+bench=$out/examples/bench-netpol
 log=$(mktemp /tmp/cnirs-bench-netpol.XXXXXX)
 trap 'rm -f "$log"' EXIT
 summaries=()
