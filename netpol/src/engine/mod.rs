@@ -12,6 +12,7 @@
 
 mod claims;
 mod local;
+mod names;
 mod pods;
 mod tx;
 
@@ -43,7 +44,7 @@ struct Entry {
 /// The cluster, indexed.
 #[derive(Default)]
 pub(crate) struct State {
-    ids: HashMap<(String, String), u32>,
+    ids: names::Names,
     /// By id; `None`: a free slot (in `free`). Boxed: the slots double as pods come, and
     /// 150,000 slots of a whole entry doubled are 45 MB, of a pointer 1.2 MB.
     pods: Vec<Option<Box<Entry>>>,

@@ -13,7 +13,7 @@ use crate::diff::Changes;
 
 impl Engine {
     pub(super) fn pod_event(&mut self, key: (String, String), new: Option<Pod>) -> Changes {
-        let old_id = self.st.ids.get(&key).copied();
+        let old_id = self.st.id_of(&key.0, &key.1);
         if old_id.is_none() && new.is_none() {
             return Changes::default();
         }
@@ -98,14 +98,22 @@ impl State {
             self.pods.push(None);
             (self.pods.len() - 1) as u32
         });
-        self.ids.insert(key.clone(), id);
+        self.ids.insert(&key.0, &key.1, id);
         id
     }
 
     fn release(&mut self, key: &(String, String), id: u32) {
-        self.ids.remove(key);
+        self.ids.remove(&key.0, &key.1, id);
         self.pods[id as usize] = None;
         self.free.push(id);
+    }
+
+    fn id_of(&self, ns: &str, name: &str) -> Option<u32> {
+        let pods = &self.pods;
+        self.ids.get(ns, name, |id| {
+            let p = &pods[id as usize].as_ref().expect("live id").pod;
+            (&*p.namespace, p.name.as_str())
+        })
     }
 
     fn unclaim(&mut self, ip: IpAddr, id: u32) {
