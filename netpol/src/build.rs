@@ -8,51 +8,45 @@ use std::sync::Arc;
 use crate::addr::{Family, RangeSet};
 use crate::cluster::Pod;
 use crate::compile::policy_chain;
-use crate::members::{Source, View, in_namespace, named_ports, peer_set, picks_in, rule_members};
+use crate::members::{
+    Source, View, egress_named_members, in_namespace, named_ports, peer_set, picks_in,
+};
 use crate::program::*;
 use crate::validate::{Direction, Peer, Policy, PortMatch, Rule as PolicyRule};
 
-/// Every element `rule` of `p` puts into a set of family `f` (`named`: its egress
-/// named ports' set; else its peer pods' set), over the view's candidates.
-fn members_of<V: View + ?Sized>(
+/// The addresses of family `f` of the pods `peers` (rule `rule` of `p`) pick, over the
+/// view's candidates. Collected, then built sorted at once (inserting 40,000 addresses
+/// one by one into a tree was a third of a large peer set's time).
+fn peer_addresses<V: View + ?Sized>(
     c: &V,
     p: &Policy,
     rule: &PolicyRule,
-    named: bool,
+    peers: &[Peer],
     f: Family,
 ) -> BTreeSet<Elem> {
-    // Collected, then built sorted at once (inserting 40,000 addresses one by one into a
-    // tree was a third of a large peer set's time).
     let mut out = Vec::new();
-    match (named, &rule.peers) {
-        (false, Some(peers)) => {
-            // The candidates come namespace by namespace: which peers pick from a
-            // namespace is decided once per namespace, not per pod.
-            let mut here: Option<(Arc<str>, Vec<&Peer>)> = None;
-            c.candidates(p, rule, &mut |pod| {
-                let (Some(ip), true) = (pod.ip(f), pod.policed()) else {
-                    return;
-                };
-                let ns = &pod.namespace;
-                if here
-                    .as_ref()
-                    .is_none_or(|(n, _)| !Arc::ptr_eq(n, ns) && n != ns)
-                {
-                    let ps = peers
-                        .iter()
-                        .filter(|x| in_namespace(c, &p.namespace, x, ns));
-                    here = Some((ns.clone(), ps.collect()));
-                }
-                let (_, ps) = here.as_ref().expect("just set");
-                if ps.iter().any(|x| picks_in(x, pod)) {
-                    out.push(Elem::Addr(ip));
-                }
-            });
+    // The candidates come namespace by namespace: which peers pick from a namespace is
+    // decided once per namespace, not per pod.
+    let mut here: Option<(Arc<str>, Vec<&Peer>)> = None;
+    c.candidates(p, rule, &mut |pod| {
+        let (Some(ip), true) = (pod.ip(f), pod.policed()) else {
+            return;
+        };
+        let ns = &pod.namespace;
+        if here
+            .as_ref()
+            .is_none_or(|(n, _)| !Arc::ptr_eq(n, ns) && n != ns)
+        {
+            let ps = peers
+                .iter()
+                .filter(|x| in_namespace(c, &p.namespace, x, ns));
+            here = Some((ns.clone(), ps.collect()));
         }
-        _ => c.candidates(p, rule, &mut |pod| {
-            out.extend(rule_members(c, p, rule, named, f, pod));
-        }),
-    }
+        let (_, ps) = here.as_ref().expect("just set");
+        if ps.iter().any(|x| picks_in(x, pod)) {
+            out.push(Elem::Addr(ip));
+        }
+    });
     out.into_iter().collect()
 }
 
@@ -126,7 +120,7 @@ fn peer_matches<V: View + ?Sized>(
             // Shared with every rule of the same peers: built by the first.
             let (name, src) = peer_set(&p.namespace, peers, f);
             if !prog.sets.contains_key(&name) && !held.contains_key(&name) {
-                let elems = members_of(c, p, rule, false, f);
+                let elems = peer_addresses(c, p, rule, peers, f);
                 let kind = SetKind::Addrs(f);
                 prog.sets.insert(name.clone(), Set { kind, elems });
                 prog.sources.insert(name.clone(), src);
@@ -228,7 +222,11 @@ pub fn named_sets<V: View + ?Sized>(
                         rule: r,
                         family: f,
                     };
-                    set.elems = members_of(c, p, rule, true, f);
+                    let mut elems = Vec::new();
+                    c.candidates(p, rule, &mut |pod| {
+                        elems.extend(egress_named_members(c, p, rule, f, pod));
+                    });
+                    set.elems = elems.into_iter().collect();
                     prog.sources.insert(name, src);
                 }
             }

@@ -16,7 +16,7 @@ pub trait View {
     /// A namespace's labels as selectors see them.
     fn namespace_labels(&self, ns: &str) -> Cow<'_, Labels>;
     /// Calls `f` on every pod `rule` of `policy` can pick or name a port of (more is
-    /// fine: membership is decided by `rule_members`).
+    /// fine: the caller decides membership).
     fn candidates(&self, policy: &Policy, rule: &Rule, f: &mut dyn FnMut(&Pod));
 }
 
@@ -172,35 +172,28 @@ pub fn members(c: &Cluster, src: &Source, pod: &Pod) -> Vec<Elem> {
             let Some(rule) = p.egress.as_deref().and_then(|rs| rs.get(*rule)) else {
                 return vec![];
             };
-            rule_members(c, p, rule, true, *family, pod)
+            egress_named_members(c, p, rule, *family, pod)
         }
     }
 }
 
-/// `members` with the policy and rule at hand (the full compile's loop).
-pub fn rule_members<V: View + ?Sized>(
+/// What `pod` puts into the named-port set of egress `rule` of `p` (`members` with the
+/// policy and rule at hand).
+pub fn egress_named_members<V: View + ?Sized>(
     c: &V,
     p: &Policy,
     rule: &Rule,
-    named: bool,
     f: Family,
     pod: &Pod,
 ) -> Vec<Elem> {
     if !pod.policed() {
         return vec![];
     }
-    match (named, &rule.peers) {
-        (false, Some(peers)) if picks(c, &p.namespace, peers, pod) => {
-            pod.ip(f).map(Elem::Addr).into_iter().collect()
+    match &rule.peers {
+        None => named_ports(pod, rule, f),
+        Some(peers) if picks(c, &p.namespace, peers, pod) || in_blocks(peers, pod, f) => {
+            named_ports(pod, rule, f)
         }
-        (false, _) => vec![],
-        (true, None) => named_ports(pod, rule, f),
-        (true, Some(peers)) => {
-            if picks(c, &p.namespace, peers, pod) || in_blocks(peers, pod, f) {
-                named_ports(pod, rule, f)
-            } else {
-                vec![]
-            }
-        }
+        Some(_) => vec![],
     }
 }

@@ -5,6 +5,7 @@
 //! slots at 150,000 dual-stack pods).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -50,19 +51,9 @@ impl Claims {
     pub(super) fn remove(&mut self, ip: IpAddr, id: u32) {
         if self.first(&ip) == Some(id) {
             let next = self.more.get_mut(&ip).and_then(Vec::pop);
-            match (ip, next) {
-                (IpAddr::V4(a), Some(next)) => {
-                    self.v4.insert(a, next);
-                }
-                (IpAddr::V6(a), Some(next)) => {
-                    self.v6.insert(a, next);
-                }
-                (IpAddr::V4(a), None) => {
-                    self.v4.remove(&a);
-                }
-                (IpAddr::V6(a), None) => {
-                    self.v6.remove(&a);
-                }
+            match ip {
+                IpAddr::V4(a) => replace_first(&mut self.v4, a, next),
+                IpAddr::V6(a) => replace_first(&mut self.v6, a, next),
             }
         } else if let Some(m) = self.more.get_mut(&ip) {
             m.retain(|&i| i != id);
@@ -76,11 +67,23 @@ impl Claims {
 /// `id` as the inline claimer of `a`, unless it has one: false then.
 fn put_first<A: Hash + Eq>(map: &mut HashMap<A, u32>, a: A, id: u32) -> bool {
     match map.entry(a) {
-        std::collections::hash_map::Entry::Vacant(v) => {
+        Entry::Vacant(v) => {
             v.insert(id);
             true
         }
-        std::collections::hash_map::Entry::Occupied(_) => false,
+        Entry::Occupied(_) => false,
+    }
+}
+
+/// `next` as the inline claimer of `a` (none: `a` has no claimer left).
+fn replace_first<A: Hash + Eq>(map: &mut HashMap<A, u32>, a: A, next: Option<u32>) {
+    match next {
+        Some(id) => {
+            map.insert(a, id);
+        }
+        None => {
+            map.remove(&a);
+        }
     }
 }
 

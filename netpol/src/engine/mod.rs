@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::cluster::Pod;
 use crate::compile::base_program;
 use crate::diff::Changes;
-use crate::members::{Source, View, peer_members, rule_members};
+use crate::members::{Source, View, egress_named_members, peer_members};
 use crate::model;
 use crate::program::{Elem, Program};
 use crate::select::{Labels, namespace_labels};
@@ -87,7 +87,7 @@ impl State {
             return vec![];
         };
         match p.egress.as_deref().and_then(|rs| rs.get(r)) {
-            Some(rule) => rule_members(self, p, rule, true, f, pod),
+            Some(rule) => egress_named_members(self, p, rule, f, pod),
             None => vec![],
         }
     }
