@@ -334,6 +334,51 @@ fn the_node_is_not_ready_while_the_kernel_refuses_the_table_and_recovers() {
     });
 }
 
+#[test]
+fn a_fresh_node_gets_the_whole_table_and_a_restart_only_the_difference() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    let mut w = World::default();
+    w.put(&node, ObjectKind::Namespace, namespace("x"));
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("x", "a", NODE, "10.244.1.5", "a"),
+    );
+    let deny = json!({ "podSelector": {}, "policyTypes": ["Ingress"] });
+    w.put(&node, ObjectKind::NetworkPolicy, policy("x", "deny", deny));
+    // The first write of each run: the whole table, or a difference applied.
+    let first_write = |kernel: &FakeNodeNet| {
+        kernel.with(|s| {
+            let writes = ["replace_policy", "apply_policy"];
+            let first = s
+                .log
+                .iter()
+                .find(|op| writes.contains(&op.as_str()))
+                .cloned();
+            s.log.clear();
+            first
+        })
+    };
+    // Nothing held: the whole table in one write, no difference from nothing.
+    let (net, kernel) = (fake(), Arc::new(fake()));
+    with_agent(&node, &net, &kernel, |metrics| {
+        eventually("ready", || metrics.ready());
+        assert!(table_is(&kernel, &w.compiled()));
+    });
+    assert_eq!(first_write(&kernel).as_deref(), Some("replace_policy"));
+    // The table held (a restart): only what differs, no replacement.
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("x", "b", NODE, "10.244.1.6", "b"),
+    );
+    with_agent(&node, &net, &kernel, |metrics| {
+        eventually("ready", || metrics.ready());
+        assert!(table_is(&kernel, &w.compiled()));
+    });
+    assert_eq!(first_write(&kernel).as_deref(), Some("apply_policy"));
+}
+
 fn tcp_entry(src: &str, dst: &str, port: u16) -> netpol::conntrack::CtEntry {
     use netpol::conntrack::{CtEntry, L4, Tuple};
     let (src, dst) = (src.parse().unwrap(), dst.parse().unwrap());

@@ -234,7 +234,13 @@ impl<'a> Enforcer<'a> {
         log_refused(&mut self.warned, program);
         self.metrics.transactions.fetch_add(1, Ordering::Relaxed);
         let net = &self.kernel.net;
-        if first && let Ok(Some(held)) = net.read_policy() {
+        // Nothing held (a fresh node): the whole program is written from itself, not as a
+        // difference from nothing (at 150,000 pods that copied its 220,000 elements, each
+        // with its set's name, at the agent's memory peak).
+        if first
+            && let Ok(Some(held)) = net.read_policy()
+            && !(held.sets.is_empty() && held.chains.is_empty())
+        {
             let changes = diff(&held, program);
             if net.apply_policy(&changes).is_ok() {
                 log(&format!(

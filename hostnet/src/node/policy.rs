@@ -97,8 +97,7 @@ impl PolicyNet for HostNodeNet {
     }
 
     fn policy_matches(&self, program: &Program) -> Result<bool, NodeNetError> {
-        let held = self.read_policy()?;
-        Ok(held.is_some_and(|h| policy::same_tables(&h, program)))
+        self.with_nft(Op::ReadPolicy, |nf| policy::matches(nf, program))
     }
 
     fn read_policy(&self) -> Result<Option<Program>, NodeNetError> {

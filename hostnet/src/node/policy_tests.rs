@@ -162,6 +162,19 @@ fn the_kernel_enforces_programs_and_their_diffs_as_the_oracle_says() {
     assert!(!ch.add_elems.is_empty());
     k.apply_policy(&ch).unwrap();
     assert!(k.policy_matches(&second).unwrap());
+    // One element or one rule less than the kernel holds is told (sets are compared one
+    // at a time as they are read).
+    for (what, i) in [("element", 0), ("rule", 1)] {
+        let mut off = second.clone();
+        if i == 0 {
+            let set = off.sets.values_mut().rev().find(|s| !s.elems.is_empty());
+            set.unwrap().elems.pop_last();
+        } else {
+            let chain = off.chains.values_mut().find(|c| !c.rules.is_empty());
+            chain.unwrap().rules.pop();
+        }
+        assert!(!k.policy_matches(&off).unwrap(), "an {what} less matched");
+    }
     let (wrong, _) = disagreements(&lab, &c, pods);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 

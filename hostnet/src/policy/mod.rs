@@ -20,7 +20,7 @@ use netpol::program::{self, Hook, Program};
 use crate::nftnl::{self, BaseChain, Family, Msg, NftError};
 
 pub use elems::{kind_of, set_spec};
-pub use read::{held_kinds, read};
+pub use read::{held_kinds, matches, read};
 pub use rules::Kinds;
 
 /// `table inet cni-rs-netpol`.

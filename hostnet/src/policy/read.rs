@@ -59,10 +59,48 @@ fn hook_of(h: &nftnl::ListedHook) -> Option<Hook> {
 /// replace makes such a table ours again. An absent table reads as an empty program.
 pub fn read(nf: &mut NfSocket) -> Result<Option<Program>, NftError> {
     let mut p = Program::default();
+    let listed = each_set(nf, |name, set| {
+        p.sets.insert(name, set);
+        true
+    })?;
+    if listed.is_none() {
+        return Ok(None);
+    }
+    let Some(chains) = chains(nf, &super::kinds(&p))? else {
+        return Ok(None);
+    };
+    p.chains = chains;
+    Ok(Some(p))
+}
+
+/// Whether our table holds exactly `want`'s sets (with elements) and chains (with hooks
+/// and rules). Read one set at a time and dropped after its comparison: the whole table
+/// read back was a second copy of its 220,000 elements (150,000 pods) at the agent's
+/// memory peak, right after the first programming.
+pub fn matches(nf: &mut NfSocket, want: &Program) -> Result<bool, NftError> {
+    let mut seen = 0;
+    let same = each_set(nf, |name, set| {
+        seen += 1;
+        want.sets.get(&name) == Some(&set)
+    })?;
+    if same != Some(true) || seen != want.sets.len() {
+        return Ok(false);
+    }
+    // Every set is as wanted, so their kinds are the wanted program's.
+    Ok(chains(nf, &super::kinds(want))?.is_some_and(|c| c == want.chains))
+}
+
+/// Each set of our table with its elements, to `each` until it returns false:
+/// `Some(false)` then, `Some(true)` when all were seen (none: the table is absent),
+/// `None` at a set or element we never make.
+fn each_set(
+    nf: &mut NfSocket,
+    mut each: impl FnMut(String, Set) -> bool,
+) -> Result<Option<bool>, NftError> {
     let what = format!("list sets of inet {TABLE}");
     let sets = nf.dump(nftnl::NFT_MSG_GETSET, FAMILY as u8, &table_attr(), &what);
     let Some(sets) = absent_ok(sets)? else {
-        return Ok(Some(p));
+        return Ok(Some(true));
     };
     for answer in &sets {
         let Some((table, spec)) = nftnl::parse_set(answer) else {
@@ -84,15 +122,27 @@ pub fn read(nf: &mut NfSocket) -> Result<Option<Program>, NftError> {
             };
             held.extend(e);
         }
+        drop(listed);
         let Some(elems) = elems::from_kernel(kind, held) else {
             return Ok(None);
         };
-        p.sets.insert(spec.name, Set { kind, elems });
+        if !each(spec.name, Set { kind, elems }) {
+            return Ok(Some(false));
+        }
     }
+    Ok(Some(true))
+}
 
+/// Our table's chains with their rules, decoded with the table's set `kinds`; `None` at
+/// a hook or rule we never make. An absent table has none.
+fn chains(nf: &mut NfSocket, kinds: &Kinds) -> Result<Option<BTreeMap<String, Chain>>, NftError> {
+    let mut out = BTreeMap::new();
     // Chain dumps are not filtered by table in the kernel: every inet chain comes back.
     let what = format!("list chains of inet {TABLE}");
-    let chains = nf.dump(nftnl::NFT_MSG_GETCHAIN, FAMILY as u8, &table_attr(), &what)?;
+    let chains = nf.dump(nftnl::NFT_MSG_GETCHAIN, FAMILY as u8, &table_attr(), &what);
+    let Some(chains) = absent_ok(chains)? else {
+        return Ok(Some(out));
+    };
     for c in chains.iter().filter_map(nftnl::parse_chain) {
         if c.table != TABLE {
             continue;
@@ -104,7 +154,7 @@ pub fn read(nf: &mut NfSocket) -> Result<Option<Program>, NftError> {
                 None => return Ok(None),
             },
         };
-        p.chains.insert(
+        out.insert(
             c.name,
             Chain {
                 hook,
@@ -113,24 +163,26 @@ pub fn read(nf: &mut NfSocket) -> Result<Option<Program>, NftError> {
         );
     }
 
-    let kinds: Kinds = super::kinds(&p);
     let what = format!("list rules of inet {TABLE}");
-    let listed = nf.dump(nftnl::NFT_MSG_GETRULE, FAMILY as u8, &table_attr(), &what)?;
+    let listed = nf.dump(nftnl::NFT_MSG_GETRULE, FAMILY as u8, &table_attr(), &what);
+    let Some(listed) = absent_ok(listed)? else {
+        return Ok(Some(out));
+    };
     let mut by_chain: BTreeMap<String, Vec<_>> = BTreeMap::new();
     for answer in &listed {
         let Some((chain, Some(exprs))) = nftnl::parse_rule_exprs(answer) else {
             return Ok(None);
         };
-        let Some(rule) = rules::decode(&exprs, &kinds) else {
+        let Some(rule) = rules::decode(&exprs, kinds) else {
             return Ok(None);
         };
         by_chain.entry(chain).or_default().push(rule);
     }
     for (chain, rules) in by_chain {
-        let Some(c) = p.chains.get_mut(&chain) else {
+        let Some(c) = out.get_mut(&chain) else {
             return Ok(None);
         };
         c.rules = rules;
     }
-    Ok(Some(p))
+    Ok(Some(out))
 }
