@@ -87,7 +87,7 @@ impl Selector {
             exprs.push((r.key.clone(), op));
         }
         Ok(Selector {
-            labels: Pairs(raw.match_labels.clone().into_iter().collect()),
+            labels: Pairs(raw.match_labels.clone()),
             exprs,
         })
     }
@@ -139,7 +139,7 @@ mod tests {
 
     fn sel(ml: &[(&str, &str)], exprs: Vec<Requirement>) -> Selector {
         Selector::new(&LabelSelector {
-            match_labels: labels(ml),
+            match_labels: labels(ml).into_iter().collect(),
             match_expressions: exprs,
         })
         .unwrap()

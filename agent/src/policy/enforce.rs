@@ -119,6 +119,9 @@ impl<'a> Enforcer<'a> {
                 let namespaces: Vec<_> = batch.namespaces.into_values().flatten().collect();
                 let policies: Vec<_> = batch.policies.into_values().flatten().collect();
                 engine.load(&namespaces, batch.pods.into_values().flatten(), &policies);
+                // The API's objects are the engine's now: gone before the first write
+                // (10,000 decoded policies were ~50 MB at the agent's memory peak).
+                drop((namespaces, policies));
                 self.engine = Some(engine);
                 self.program_afresh(true)
             }
