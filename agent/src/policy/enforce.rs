@@ -118,9 +118,10 @@ impl<'a> Enforcer<'a> {
                 let mut engine = Engine::new(&self.node, &[]);
                 let namespaces: Vec<_> = batch.namespaces.into_values().flatten().collect();
                 let policies: Vec<_> = batch.policies.into_values().flatten().collect();
-                engine.load(&namespaces, batch.pods.into_values().flatten(), &policies);
+                let pods = batch.pods.into_values().flatten().map(|p| *p);
+                engine.load(&namespaces, pods, &policies);
                 // The API's objects are the engine's now: gone before the first write
-                // (10,000 decoded policies were ~50 MB at the agent's memory peak).
+                // (10,000 decoded policies, ~30 MB, lived through the first write).
                 drop((namespaces, policies));
                 self.engine = Some(engine);
                 self.program_afresh(true)
@@ -203,7 +204,7 @@ impl<'a> Enforcer<'a> {
         }
         for (key, pod) in batch.pods {
             out.push(match pod {
-                Some(pod) => engine.set_pod(pod),
+                Some(pod) => engine.set_pod(*pod),
                 None => {
                     let (ns, name) = key.split_once('/').unwrap_or(("", &key));
                     engine.remove_pod(ns, name)

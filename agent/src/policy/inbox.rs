@@ -112,7 +112,9 @@ impl<T: Fingerprint> Kind<T> {
 
 /// What changed, taken at once by the loop.
 pub struct Changes {
-    pub pods: Kind<Pod>,
+    /// Boxed: the first list's 150,000 pending pods in a map's slots of their own size
+    /// were a 40 MB table held whole until the engine had taken the last of them.
+    pub pods: Kind<Box<Pod>>,
     pub namespaces: Kind<Namespace>,
     pub policies: Kind<NetworkPolicy>,
     /// When the oldest change not yet taken arrived (the API-to-kernel latency's start).
@@ -159,7 +161,7 @@ impl Default for Inbox {
 
 /// What [`Inbox::take`] hands out: the pending changes (the fingerprints stay behind).
 pub struct Batch {
-    pub pods: HashMap<Key, Option<Pod>>,
+    pub pods: HashMap<Key, Option<Box<Pod>>>,
     pub namespaces: HashMap<Key, Option<Namespace>>,
     pub policies: HashMap<Key, Option<NetworkPolicy>>,
     pub synced: bool,
@@ -272,6 +274,12 @@ impl Fingerprint for Pod {
     }
 }
 
+impl<T: Fingerprint> Fingerprint for Box<T> {
+    fn fingerprint(&self) -> u64 {
+        (**self).fingerprint()
+    }
+}
+
 /// Namespaces and policies (thousands, not 150,000): their `Debug` text, as their model
 /// types derive no `Hash`.
 impl Fingerprint for Namespace {
@@ -301,7 +309,7 @@ impl Cache<Pods> for Inbox {
         // Keyed as they go in: no second list of 150,000 pods beside the first.
         let items = items
             .into_iter()
-            .map(|p| (namespaced(&p.namespace, &p.name), p));
+            .map(|p| (namespaced(&p.namespace, &p.name), Box::new(p)));
         self.update(|s| s.pods.replace(items, "pod"))
     }
 
@@ -309,7 +317,7 @@ impl Cache<Pods> for Inbox {
         self.update(|s| match event {
             WatchEvent::Applied(p, _) => {
                 let key = namespaced(&p.namespace, &p.name);
-                s.pods.applied(key, p, "pod")
+                s.pods.applied(key, Box::new(p), "pod")
             }
             WatchEvent::Deleted(p, _) => Ok(s.pods.deleted(namespaced(&p.namespace, &p.name))),
             WatchEvent::Bookmark(_) | WatchEvent::Error { .. } => Ok(false),
