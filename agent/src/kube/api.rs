@@ -10,8 +10,9 @@ use ipnetwork::IpNetwork;
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, TlsProvider};
 use ureq::unversioned::transport::Connector;
 
-use crate::kube::collection::{Collection, ListPage, Nodes, WatchEvent, decode_event};
+use crate::kube::collection::{Collection, Kept, ListPage, Nodes, WatchEvent, decode_event};
 use crate::kube::nodes::{self, NodeInfo};
+use crate::kube::page;
 
 mod connect;
 mod requests;
@@ -170,7 +171,7 @@ impl Client {
             }
             let body = self.get(&url, Kind::List, C::LIST_TIMEOUT, None)?;
             let page: ListPage<C> =
-                decode_page(body.take(C::MAX_PAGE)).map_err(|e| ApiError::Decode {
+                decode_page(body.take(C::MAX_PAGE), SLICE_PAGE).map_err(|e| ApiError::Decode {
                     url: url.clone(),
                     reason: format!(
                         "the {} list does not parse (or exceeds {} bytes): {e}",
@@ -486,21 +487,30 @@ fn status_message(body: &[u8]) -> String {
 }
 
 /// A page read whole up to this, then parsed from memory: serde_json parses a slice
-/// several times faster than a reader (no per-byte position keeping); a larger page (an
-/// unpaged re-list of 150,000 pods is ~100 MB) is parsed as it streams in.
+/// several times faster than a reader (no per-byte position keeping). A larger page (a
+/// re-list of 150,000 pods from the watch cache is ~100 MB, in one page) has its items
+/// parsed from memory one by one as it streams in (`page`).
 const SLICE_PAGE: u64 = 16 << 20;
 
-fn decode_page<T: serde::de::DeserializeOwned>(mut body: impl Read) -> Result<T, String> {
+fn decode_page<C: Collection>(mut body: impl Read, slice_page: u64) -> Result<ListPage<C>, String> {
     let mut head = Vec::new();
     (&mut body)
-        .take(SLICE_PAGE)
+        .take(slice_page)
         .read_to_end(&mut head)
         .map_err(|e| e.to_string())?;
-    if (head.len() as u64) < SLICE_PAGE {
+    if (head.len() as u64) < slice_page {
         return serde_json::from_slice(&head).map_err(|e| e.to_string());
     }
-    let reader = BufReader::new(std::io::Cursor::new(head).chain(body));
-    serde_json::from_reader(reader).map_err(|e| e.to_string())
+    let mut items = Kept::<C>(Vec::new());
+    let rest = page::split_items(std::io::Cursor::new(head).chain(body), |raw| {
+        items.take(serde_json::from_slice(raw).map_err(|e| format!("an item: {e}"))?);
+        Ok(())
+    })?;
+    let mut page: ListPage<C> = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
+    if !items.0.is_empty() {
+        page.items = Some(items);
+    }
+    Ok(page)
 }
 
 #[cfg(test)]
@@ -508,31 +518,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_page_parses_the_same_from_memory_and_streamed_past_the_slice_limit() {
-        let small = br#"{"items":[1,2,3]}"#;
-        let v: serde_json::Value = decode_page(&small[..]).unwrap();
-        assert_eq!(v["items"][2], 3);
-        // Past SLICE_PAGE: the head read into memory, the rest streamed after it.
-        let big = format!(
-            r#"{{"items":[{}0]}}"#,
-            "1234567,".repeat(SLICE_PAGE as usize / 8 + 10)
+    fn a_page_parses_the_same_from_memory_and_split_past_the_slice_limit() {
+        use crate::kube::collection::Namespaces;
+        let names = |p: ListPage<Namespaces>| -> (Vec<String>, String, String) {
+            let items = p.items.map(|k| k.0).unwrap_or_default();
+            let meta = p.metadata;
+            let names = items.into_iter().map(|n| n.metadata.name).collect();
+            (names, meta.resource_version, meta.continue_token)
+        };
+        let list = r#"{"kind":"NamespaceList","metadata":{"resourceVersion":"9","continue":"c"},
+            "items":[{"metadata":{"name":"a"}},{"metadata":{}},{"metadata":{"name":"b\"]"}}]}"#;
+        let want = (
+            vec!["a".to_string(), "b\"]".to_string()],
+            "9".into(),
+            "c".into(),
         );
-        let v: serde_json::Value = decode_page(big.as_bytes()).unwrap();
-        assert_eq!(
-            v["items"].as_array().unwrap().len(),
-            SLICE_PAGE as usize / 8 + 11
-        );
-        let cut = &big.as_bytes()[..big.len() - 2];
-        assert!(
-            decode_page::<serde_json::Value>(cut)
-                .unwrap_err()
-                .contains("EOF")
-        );
-        assert!(
-            decode_page::<serde_json::Value>(&small[..5])
-                .unwrap_err()
-                .contains("EOF")
-        );
+        // Read whole, or split (a limit below its size), alike; a nameless item skipped.
+        for limit in [SLICE_PAGE, 16] {
+            let page = decode_page::<Namespaces>(list.as_bytes(), limit).unwrap();
+            assert_eq!(names(page), want, "limit {limit}");
+            let empty = decode_page::<Namespaces>(&br#"{"items":null,"metadata":{}}"#[..], limit);
+            assert_eq!(names(empty.unwrap()).0, Vec::<String>::new());
+            for cut in [&list[..list.len() - 2], &list[..5]] {
+                let e = decode_page::<Namespaces>(cut.as_bytes(), limit).err();
+                assert!(
+                    e.as_ref().is_some_and(|e| e.contains("EOF")),
+                    "limit {limit}: {e:?}"
+                );
+            }
+            let bad = list.replace(r#""name":"a""#, r#""name":1"#);
+            assert!(decode_page::<Namespaces>(bad.as_bytes(), limit).is_err());
+        }
     }
 
     #[test]

@@ -125,6 +125,14 @@ pub(crate) struct ListPage<C: Collection> {
 /// one (and could not be told apart from another): skipped.
 pub(crate) struct Kept<C: Collection>(pub Vec<C::Object>);
 
+impl<C: Collection> Kept<C> {
+    pub fn take(&mut self, raw: C::Raw) {
+        if !C::name(&raw).is_empty() {
+            self.0.push(C::keep(raw));
+        }
+    }
+}
+
 impl<'de, C: Collection> Deserialize<'de> for Kept<C> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Kept<C>, D::Error> {
         struct Items<C>(PhantomData<C>);
@@ -134,13 +142,11 @@ impl<'de, C: Collection> Deserialize<'de> for Kept<C> {
                 write!(f, "a list of {}s", C::NAME)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kept<C>, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                let mut out = Kept(Vec::with_capacity(seq.size_hint().unwrap_or(0)));
                 while let Some(raw) = seq.next_element::<C::Raw>()? {
-                    if !C::name(&raw).is_empty() {
-                        out.push(C::keep(raw));
-                    }
+                    out.take(raw);
                 }
-                Ok(Kept(out))
+                Ok(out)
             }
         }
         d.deserialize_seq(Items(PhantomData))

@@ -4,5 +4,6 @@
 pub mod api;
 pub mod collection;
 pub mod nodes;
+pub(crate) mod page;
 pub(crate) mod podcidr;
 pub mod watcher;
