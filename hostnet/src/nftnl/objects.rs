@@ -2,9 +2,10 @@
 //! the parsing of what the kernel lists back.
 
 use super::attr::{self, Attrs};
+use super::error::NftError;
 use super::expr::{self, Expr};
 use super::sets::NFT_MSG_DELSETELEM;
-use super::socket::{Answer, Msg};
+use super::socket::{Answer, Msg, NfSocket};
 
 pub const NFT_MSG_NEWTABLE: u16 = 0;
 pub const NFT_MSG_DELTABLE: u16 = 2;
@@ -16,9 +17,22 @@ pub const NFT_MSG_DELRULE: u16 = 8;
 pub const NFT_MSG_NEWSET: u16 = 9;
 pub const NFT_MSG_NEWSETELEM: u16 = 12;
 pub const NFT_MSG_GETSETELEM: u16 = 13;
+const NFT_MSG_GETGEN: u16 = 16;
+/// `NFTA_GEN_ID` of the answer to `NFT_MSG_GETGEN`.
+const NFTA_GEN_ID: u16 = 1;
 
 const NLM_F_APPEND: u16 = 0x800;
 const NLM_F_CREATE: u16 = 0x400;
+
+/// The namespace's ruleset generation: every committed nf_tables transaction, of anyone,
+/// moves it by one.
+pub fn generation(nf: &mut NfSocket) -> Result<u32, NftError> {
+    let what = "get the nf_tables ruleset generation";
+    let answer = nf.get(NFT_MSG_GETGEN, 0, &Attrs::new(), what)?;
+    attr::find(&attr::parse(&answer.attrs), NFTA_GEN_ID)
+        .and_then(|v| attr::as_u32(&v))
+        .ok_or_else(|| NftError::unexpected(what, "no generation in the answer"))
+}
 
 /// `NFPROTO_*`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,13 +13,13 @@ use super::firewall_delta;
 use super::forwarding;
 use super::overlay_host;
 use super::watch_filter::Filter;
-use super::watch_host::{self, Quiet, QuietGuard, Sockets};
+use super::watch_host::{self, Quiet, Sockets};
 use super::{
     Cause, NodeNet, NodeNetError, NodePolicy, Notify, Op, OverlayPeer, PodRoute, ROUTE_PROTO,
     Refusal, VXLAN_DEVICE, VxlanSpec, Watch, mtu,
 };
 use crate::netlink::{IpFamily, MAIN_TABLE, Netlink, NetlinkError, NextHop, Route, RouteSpec};
-use crate::nftnl::{NfSocket, NftError};
+use crate::nftnl::{self, NfSocket, NftError};
 
 /// The kernel of the namespace this was opened in.
 #[derive(Debug)]
@@ -213,14 +213,40 @@ impl HostNodeNet {
         Ok(guard)
     }
 
-    /// For a batch of `elems` set elements: the watch out of the nf_tables group while
-    /// the returned guard lives, if the batch is large and a watch runs.
-    pub(super) fn quiet_for(&self, elems: usize) -> Option<QuietGuard> {
+    /// `batch` (of `elems` set elements) on `nf`; a large one with the watch out of the
+    /// nf_tables group, if a watch runs. Our tables are compared afterwards unless the
+    /// ruleset's generation moved by this batch's commit alone (each commit in the
+    /// namespace moves it by one): then no one else changed anything meanwhile, and a
+    /// read-back of 220,000 elements (~0.6 s of kernel) is saved.
+    pub(super) fn quiet_batch<T>(
+        &self,
+        nf: &mut NfSocket,
+        elems: usize,
+        batch: impl FnOnce(&mut NfSocket) -> Result<T, NftError>,
+    ) -> Result<T, NftError> {
         if elems <= QUIET_ELEMS {
-            return None;
+            return batch(nf);
         }
-        let quiet = self.quiet.lock().unwrap_or_else(|p| p.into_inner());
-        quiet.as_ref()?.hold()
+        // Read while still in the group: a change before it is told, one after it counted.
+        let before = nftnl::generation(nf).ok();
+        let guard = {
+            let quiet = self.quiet.lock().unwrap_or_else(|p| p.into_inner());
+            quiet.as_ref().and_then(Quiet::hold)
+        };
+        let Some(mut guard) = guard else {
+            return batch(nf);
+        };
+        let result = batch(nf);
+        guard.rejoin();
+        let after = nftnl::generation(nf).ok();
+        let ours = u32::from(result.is_ok());
+        if before
+            .zip(after)
+            .is_some_and(|(b, a)| a == b.wrapping_add(ours))
+        {
+            guard.nothing_missed();
+        }
+        result
     }
 
     pub(super) fn with_nft<T>(

@@ -60,9 +60,9 @@ pub trait PolicyNet {
 impl PolicyNet for HostNodeNet {
     fn replace_policy(&self, program: &Program) -> Result<(), NodeNetError> {
         let elems = program.sets.values().map(|s| s.elems.len()).sum();
-        let _quiet = self.quiet_for(elems);
+        let msgs = policy::replace_batch(program).map_err(NodeNetError::of(Op::ReplacePolicy))?;
         self.with_nft(Op::ReplacePolicy, |nf| {
-            nf.batch(&policy::replace_batch(program)?)
+            self.quiet_batch(nf, elems, |nf| nf.batch(&msgs))
         })
     }
 
@@ -70,7 +70,7 @@ impl PolicyNet for HostNodeNet {
         if changes.is_empty() {
             return Ok(());
         }
-        let _quiet = self.quiet_for(changes.add_elems.len() + changes.del_elems.len());
+        let elems = changes.add_elems.len() + changes.del_elems.len();
         self.with_nft(Op::ApplyPolicy, |nf| {
             let referred = policy::sets_referred(changes);
             let held = if referred.is_empty() {
@@ -78,7 +78,8 @@ impl PolicyNet for HostNodeNet {
             } else {
                 policy::held_kinds(nf, &referred)?
             };
-            nf.batch(&policy::changes_batch(changes, &held)?)
+            let msgs = policy::changes_batch(changes, &held)?;
+            self.quiet_batch(nf, elems, |nf| nf.batch(&msgs))
         })
     }
 

@@ -48,7 +48,7 @@ pub(super) struct Sockets {
 /// per namespace): with this watch listening, a NetworkPolicy table of 108,000 elements
 /// took 1.1 s instead of 0.2 s. Around a large batch of ours the watch leaves the group;
 /// after it, it rejoins and reports our tables as changed (a foreign change meanwhile
-/// is then repaired by the comparison).
+/// is then repaired by the comparison), unless the caller knows nothing was missed.
 #[derive(Debug)]
 pub(super) struct Quiet {
     nft: Weak<Socket>,
@@ -62,19 +62,43 @@ impl Quiet {
         let nft = self.nft.upgrade()?;
         let poke = self.poke.try_clone().ok()?;
         nft.drop_membership(NFNLGRP_NFTABLES).ok()?;
-        Some(QuietGuard { nft, poke })
+        Some(QuietGuard {
+            nft,
+            poke,
+            joined: false,
+            missed: true,
+        })
     }
 }
 
 pub(super) struct QuietGuard {
     nft: Arc<Socket>,
     poke: UnixStream,
+    joined: bool,
+    missed: bool,
+}
+
+impl QuietGuard {
+    /// Back in the group: what changes from here on is told again.
+    pub fn rejoin(&mut self) {
+        if !self.joined {
+            self.joined = self.nft.add_membership(NFNLGRP_NFTABLES).is_ok();
+        }
+    }
+
+    /// Nothing changed unseen while out of the group (the caller knows how): no
+    /// comparison of our tables is asked for. Only once back in it.
+    pub fn nothing_missed(mut self) {
+        self.missed = !self.joined;
+    }
 }
 
 impl Drop for QuietGuard {
     fn drop(&mut self) {
-        let _ = self.nft.add_membership(NFNLGRP_NFTABLES);
-        let _ = std::io::Write::write(&mut &self.poke, &[1]);
+        self.rejoin();
+        if self.missed {
+            let _ = std::io::Write::write(&mut &self.poke, &[1]);
+        }
     }
 }
 
