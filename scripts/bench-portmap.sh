@@ -58,7 +58,7 @@ chain_runs() {
         t3=$EPOCHREALTIME
         plugin bridge DEL "${br%\}},\"prevResult\":$res}" >/dev/null
         t4=$EPOCHREALTIME
-        if iptables-save -t nat | grep -q 'CNI-DN-'; then
+        if iptables-save -t nat | grep -c 'CNI-DN-' >/dev/null; then
             echo "LEAK ($IMPL): portmap rules left after DEL" >&2
             exit 1
         fi

@@ -95,7 +95,7 @@ portmap_scenario() {
         [[ $(http_get "$addr" 30080) == HTTP/1.* ]] || rt_fail "no answer at $addr:30080"
     done
     [[ $(sysctl -n "net.ipv4.conf.$br.route_localnet") == 1 ]] || rt_fail "route_localnet not set"
-    iptables-save -t nat | grep -qF "id: \\\"$id" || rt_fail "no portmap rule names $id"
+    iptables-save -t nat | grep -cF "id: \\\"$id" >/dev/null || rt_fail "no portmap rule names $id"
     rt_log "podman -p: the container answers at $p.1:30080 and 127.0.0.1:30080"
     podman rm -f -t 0 "$net-web" >/dev/null
     [[ -z $(http_get "$p.1" 30080) ]] || rt_fail "port 30080 still open after podman rm"
@@ -108,7 +108,7 @@ portmap_scenario() {
     for chain in CNI-HOSTPORT-DNAT CNI-HOSTPORT-SETMARK CNI-HOSTPORT-MASQ; do
         iptables -w -t nat -F "$chain" && iptables -w -t nat -X "$chain"
     done
-    if ip6tables-save -t nat | grep -q CNI-DN-; then rt_fail "podman rm left IPv6 portmap rules"; fi
+    if ip6tables-save -t nat | grep -c CNI-DN- >/dev/null; then rt_fail "podman rm left IPv6 portmap rules"; fi
     rt_assert_clean "$net" "podman rm (portmap)"
     podman network rm "$net" >/dev/null
 }

@@ -352,7 +352,7 @@ fn a_node_reaches_pods_across_the_overlay_under_strict_reverse_path_filtering() 
         (IpAddr::from(pod.ip4), &n1.pod4),
         (IpAddr::from(pod.ip6), &n1.pod6),
     ] {
-        let src = tcp_source(&n1.ns, &pod.ns, std::net::SocketAddr::new(dst, 8081), 8081)
+        let src = tcp_source(&n1.ns, &pod.ns, std::net::SocketAddr::new(dst, 0), 0)
             .unwrap_or_else(|| panic!("node-1 cannot connect to the pod at {dst}"));
         assert!(
             in_range(src, range),

@@ -363,16 +363,26 @@ pub fn udp_source(from: &NamedNetns, to: &NamedNetns, dst: IpAddr) -> Option<IpA
 }
 
 /// The source address a TCP connection from `from` to `dst` arrives with at a listener on
-/// `port` in `to`, or `None` when it cannot connect.
+/// `port` in `to`, or `None` when it cannot connect. Port 0: a listener port of the
+/// kernel's choosing, which `dst` is then connected on (a fixed one was seen taken under a
+/// loaded full run, as with the UDP probe).
 pub fn tcp_source(
     from: &NamedNetns,
     to: &NamedNetns,
-    dst: SocketAddr,
+    mut dst: SocketAddr,
     port: u16,
 ) -> Option<IpAddr> {
     let listener = to
         .run(|| std::net::TcpListener::bind(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)))
         .expect("bind the probe listener");
+    if port == 0 {
+        dst.set_port(
+            listener
+                .local_addr()
+                .expect("the probe listener's port")
+                .port(),
+        );
+    }
     let conn = from.run(|| std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(3)));
     conn.ok()?;
     listener.set_nonblocking(true).unwrap();
