@@ -217,7 +217,7 @@ impl HostNodeNet {
     /// nf_tables group, if a watch runs. Our tables are compared afterwards unless the
     /// ruleset's generation moved by this batch's commit alone (each commit in the
     /// namespace moves it by one): then no one else changed anything meanwhile, and a
-    /// read-back of 220,000 elements (~0.6 s of kernel) is saved.
+    /// read-back of 220,000 elements (~1.3 s of the policy loop) is saved.
     pub(super) fn quiet_batch<T>(
         &self,
         nf: &mut NfSocket,
