@@ -405,7 +405,7 @@ fn main() {
         let list_rest = at.elapsed();
         let at = Instant::now();
         let mut engine = netpol::engine::Engine::new(ME, &[]);
-        engine.load(&namespaces, pods, &policies);
+        engine.load(&namespaces, pods, policies);
         let engine_load = at.elapsed();
         // Its name is known to `on_panic::clean_up`.
         let empty = BenchNs(format!("{}-w", ns.0));

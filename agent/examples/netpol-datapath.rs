@@ -101,7 +101,7 @@ fn table(netns: &str, what: &str) {
             pod("client", "client", CLIENT),
             pod("server", "server", SERVER),
         ],
-        &policies,
+        policies.iter().map(netpol::validate::Policy::from_object),
     );
     let program = engine.program();
     net.replace_policy(program).unwrap();

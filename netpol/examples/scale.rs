@@ -13,6 +13,7 @@ use netpol::compile::compile;
 use netpol::diff::Changes;
 use netpol::engine::Engine;
 use netpol::model::{Namespace, NetworkPolicy};
+use netpol::validate::Policy;
 use serde_json::json;
 
 const PODS: u32 = 150_000;
@@ -109,7 +110,11 @@ fn main() {
 
     let mut e = Engine::new(NODE, &[]);
     let t = Instant::now();
-    e.load(&namespaces, (0..PODS).map(pod), &policies);
+    e.load(
+        &namespaces,
+        (0..PODS).map(pod),
+        policies.iter().map(Policy::from_object),
+    );
     let prog = e.program();
     let elems: usize = prog.sets.values().map(|s| s.elems.len()).sum();
     println!(

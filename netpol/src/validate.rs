@@ -84,6 +84,9 @@ pub struct Rule {
     pub ports: Option<Vec<Port>>,
 }
 
+/// A policy as checked: enforceable, or refused with the stand-in that isolates its pods.
+pub type Checked = Result<Policy, Box<Refused>>;
+
 /// A checked policy. `ingress`/`egress` is `None` when the policy does not affect that
 /// direction (`policyTypes`); `Some(vec![])` isolates without allowing anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +112,7 @@ impl Policy {
     }
 
     /// The policy as enforced, or the deny-all stand-in and why.
-    pub fn from_object(np: &NetworkPolicy) -> Result<Policy, Box<Refused>> {
+    pub fn from_object(np: &NetworkPolicy) -> Checked {
         let namespace = np.metadata.namespace.clone();
         let name = np.metadata.name.clone();
         let err = |field: String, problem| {

@@ -11,6 +11,7 @@ use netpol::diff::{Changes, apply, diff};
 use netpol::engine::Engine;
 use netpol::model;
 use netpol::program::{Elem, Program};
+use netpol::validate::Policy;
 use serde_json::{Value, json};
 
 fn de<T: serde::de::DeserializeOwned>(v: &Value) -> T {
@@ -33,7 +34,11 @@ fn engines(w: &World) -> Vec<Engine> {
             let mut e = Engine::new(NODES[n], &node_ips(n));
             let nss: Vec<model::Namespace> = w.namespaces.iter().map(de).collect();
             let nps: Vec<model::NetworkPolicy> = w.policies.iter().map(de).collect();
-            e.load(&nss, w.pods.iter().map(pod), &nps);
+            e.load(
+                &nss,
+                w.pods.iter().map(pod),
+                nps.iter().map(Policy::from_object),
+            );
             same_as_compiled(e.program(), &w.build().programs[n], "load");
             e
         })

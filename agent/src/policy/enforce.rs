@@ -117,12 +117,11 @@ impl<'a> Enforcer<'a> {
             None => {
                 let mut engine = Engine::new(&self.node, &[]);
                 let namespaces: Vec<_> = batch.namespaces.into_values().flatten().collect();
-                let policies: Vec<_> = batch.policies.into_values().flatten().collect();
                 let pods = batch.pods.into_values().flatten().map(|p| *p);
-                engine.load(&namespaces, pods, &policies);
-                // The API's objects are the engine's now: gone before the first write
-                // (10,000 decoded policies, ~30 MB, lived through the first write).
-                drop((namespaces, policies));
+                let policies = batch.policies.into_values().flatten();
+                engine.load(&namespaces, pods, policies);
+                // The engine has them: gone before the first write.
+                drop(namespaces);
                 self.engine = Some(engine);
                 self.program_afresh(true)
             }
@@ -195,7 +194,7 @@ impl<'a> Enforcer<'a> {
         }
         for (key, np) in batch.policies {
             out.push(match np {
-                Some(np) => engine.set_policy(&np),
+                Some(np) => engine.set_checked(np),
                 None => {
                     let (ns, name) = key.split_once('/').unwrap_or(("", &key));
                     engine.remove_policy(ns, name)

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use hostnet::node::NodeNetError;
 use netpol::cluster::Pod;
 use netpol::conntrack::CtEntry;
-use netpol::model::{Namespace, NetworkPolicy};
+use netpol::model::Namespace;
+use netpol::validate::Checked;
 
 use crate::kube::collection::{Namespaces, NetworkPolicies, Pods, WatchEvent};
 use crate::kube::watcher::Cache;
@@ -116,7 +117,7 @@ pub struct Changes {
     /// were a 40 MB table held whole until the engine had taken the last of them.
     pub pods: Kind<Box<Pod>>,
     pub namespaces: Kind<Namespace>,
-    pub policies: Kind<NetworkPolicy>,
+    pub policies: Kind<Checked>,
     /// When the oldest change not yet taken arrived (the API-to-kernel latency's start).
     pub since: Option<Instant>,
     /// Something changed since the loop last took (a first list, even an empty one).
@@ -163,7 +164,7 @@ impl Default for Inbox {
 pub struct Batch {
     pub pods: HashMap<Key, Option<Box<Pod>>>,
     pub namespaces: HashMap<Key, Option<Namespace>>,
-    pub policies: HashMap<Key, Option<NetworkPolicy>>,
+    pub policies: HashMap<Key, Option<Checked>>,
     pub synced: bool,
     pub since: Option<Instant>,
     /// The kernel told of someone else's change to our table.
@@ -280,15 +281,15 @@ impl<T: Fingerprint> Fingerprint for Box<T> {
     }
 }
 
-/// Namespaces and policies (thousands, not 150,000): their `Debug` text, as their model
-/// types derive no `Hash`.
+/// Namespaces and checked policies (thousands, not 150,000): their `Debug` text, as
+/// their types derive no `Hash`.
 impl Fingerprint for Namespace {
     fn fingerprint(&self) -> u64 {
         hash_of(&format!("{self:?}"))
     }
 }
 
-impl Fingerprint for NetworkPolicy {
+impl Fingerprint for Checked {
     fn fingerprint(&self) -> u64 {
         hash_of(&format!("{self:?}"))
     }
@@ -343,23 +344,25 @@ impl Cache<Namespaces> for Inbox {
     }
 }
 
+/// A checked policy's key (a refused one's stand-in has its namespace and name).
+fn policy_key(checked: &Checked) -> Key {
+    let p = match checked {
+        Ok(p) => p,
+        Err(refused) => &refused.stand_in,
+    };
+    namespaced(&p.namespace, &p.name)
+}
+
 impl Cache<NetworkPolicies> for Inbox {
-    fn replace(&self, items: Vec<NetworkPolicy>) -> Result<(), String> {
-        let items = items
-            .into_iter()
-            .map(|p| (namespaced(&p.metadata.namespace, &p.metadata.name), p));
+    fn replace(&self, items: Vec<Checked>) -> Result<(), String> {
+        let items = items.into_iter().map(|p| (policy_key(&p), p));
         self.update(|s| s.policies.replace(items, "networkpolicy"))
     }
 
-    fn apply(&self, event: WatchEvent<NetworkPolicy>) -> Result<(), String> {
+    fn apply(&self, event: WatchEvent<Checked>) -> Result<(), String> {
         self.update(|s| match event {
-            WatchEvent::Applied(p, _) => {
-                let key = namespaced(&p.metadata.namespace, &p.metadata.name);
-                s.policies.applied(key, p, "networkpolicy")
-            }
-            WatchEvent::Deleted(p, _) => Ok(s
-                .policies
-                .deleted(namespaced(&p.metadata.namespace, &p.metadata.name))),
+            WatchEvent::Applied(p, _) => s.policies.applied(policy_key(&p), p, "networkpolicy"),
+            WatchEvent::Deleted(p, _) => Ok(s.policies.deleted(policy_key(&p))),
             WatchEvent::Bookmark(_) | WatchEvent::Error { .. } => Ok(false),
         })
     }

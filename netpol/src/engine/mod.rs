@@ -28,7 +28,7 @@ use crate::members::{Source, View, egress_named_members, peer_members};
 use crate::model;
 use crate::program::{Elem, Program};
 use crate::select::{Labels, namespace_labels};
-use crate::validate::{Direction, Namespaces, Peer, Policy, PolicyError, Rule};
+use crate::validate::{Checked, Direction, Namespaces, Peer, Policy, PolicyError, Rule};
 use local::Local;
 use tx::Tx;
 
@@ -168,7 +168,7 @@ impl Engine {
         &mut self,
         namespaces: &[model::Namespace],
         pods: impl IntoIterator<Item = Pod>,
-        policies: &[model::NetworkPolicy],
+        policies: impl IntoIterator<Item = Checked>,
     ) {
         for ns in namespaces {
             self.set_namespace(ns);
@@ -186,8 +186,8 @@ impl Engine {
         for p in pods {
             self.set_pod(p);
         }
-        for np in policies {
-            self.set_policy(np);
+        for p in policies {
+            self.set_checked(p);
         }
     }
 
@@ -225,11 +225,18 @@ impl Engine {
     }
 
     pub fn set_policy(&mut self, np: &model::NetworkPolicy) -> Changes {
-        let key = (np.metadata.namespace.clone(), np.metadata.name.clone());
-        match Policy::from_object(np) {
-            Ok(p) => self.policy_event(key, Some((p, None))),
-            Err(r) => self.policy_event(key, Some((r.stand_in, Some(r.error)))),
-        }
+        self.set_checked(Policy::from_object(np))
+    }
+
+    /// A policy checked already (the agent checks each as it is decoded, so the first
+    /// list never holds 10,000 decoded policies beside their checked forms).
+    pub fn set_checked(&mut self, checked: Checked) -> Changes {
+        let (p, err) = match checked {
+            Ok(p) => (p, None),
+            Err(r) => (r.stand_in, Some(r.error)),
+        };
+        let key = (p.namespace.clone(), p.name.clone());
+        self.policy_event(key, Some((p, err)))
     }
 
     pub fn remove_policy(&mut self, namespace: &str, name: &str) -> Changes {
