@@ -12,8 +12,9 @@
 //! - per event kind, medians over the rounds: the time from the stub's command (written
 //!   to its stdin, applied at once, sent to the open watch) to the agent's transaction
 //!   committed, seen as its `last_latency_us` metric being written (set right after the
-//!   kernel acknowledged the batch), and that metric itself (the watch event's arrival
-//!   to the kernel);
+//!   kernel acknowledged the batch), that metric itself (the watch event's arrival
+//!   to the kernel), and its enforce latency (to the commit from which nothing the
+//!   change denies passes: a large new peer set follows in a transaction of its own);
 //! - once, untimed, a read-back of the kernel's table checking each pod event's elements
 //!   are (or are no more) there.
 //!
@@ -168,7 +169,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Figures of one event kind over the rounds: (to commit seen, the agent's own metric).
 #[derive(Default)]
-struct Samples(Vec<(f64, f64)>);
+/// Per event: the commit seen, the agent's sync latency, its enforce latency (ms).
+struct Samples(Vec<(f64, f64, f64)>);
 
 fn main() {
     let o = Opts::parse();
@@ -282,7 +284,7 @@ fn main() {
 
         // One command to the stub; the time until the agent's transaction for it is
         // committed (its latency metric written), and that metric.
-        let mut event = |cmd: String| -> (f64, f64) {
+        let mut event = |cmd: String| -> (f64, f64, f64) {
             p.last_latency_us.store(NOT_YET, Ordering::SeqCst);
             let at = Instant::now();
             writeln!(stdin, "{cmd}").unwrap();
@@ -294,6 +296,7 @@ fn main() {
             (
                 ms(took),
                 p.last_latency_us.load(Ordering::SeqCst) as f64 / 1e3,
+                p.last_enforce_latency_us.load(Ordering::SeqCst) as f64 / 1e3,
             )
         };
         let put = |kind: &str, v: serde_json::Value| format!("object {kind} {v}");
@@ -337,7 +340,7 @@ fn main() {
         let held_of = |i: u32| elements_of(&reader.read_policy().unwrap().unwrap(), ip(i));
         for round in 0..o.rounds {
             let check = round == 0;
-            let mut record = |k: usize, f: (f64, f64)| samples[k].0.push(f);
+            let mut record = |k: usize, f: (f64, f64, f64)| samples[k].0.push(f);
             let l = next(&|i| {
                 scale.node_of(i) == 0
                     && app_of(i).is_multiple_of(2)
@@ -458,16 +461,19 @@ fn main() {
             format!("elements={elements}"),
         ];
         println!(
-            "events (median of {} rounds): to commit seen / agent's metric",
+            "events (median of {} rounds): to commit seen / agent's metric / to enforced \
+             (what the change denies denied; large new peer sets follow)",
             o.rounds
         );
         for (k, (what, key, goal)) in kinds.iter().enumerate() {
             let v = &samples[k].0;
             let seen = median(v.iter().map(|x| x.0).collect());
             let metric = median(v.iter().map(|x| x.1).collect());
-            println!("  {what:<26} {seen:>8.2} ms  {metric:>8.2} ms  {goal}");
+            let enforced = median(v.iter().map(|x| x.2).collect());
+            println!("  {what:<26} {seen:>8.2} ms  {metric:>8.2} ms  {enforced:>8.2} ms  {goal}");
             summary.push(format!("{key}_ms={seen:.2}"));
             summary.push(format!("{key}_agent_ms={metric:.2}"));
+            summary.push(format!("{key}_enforced_ms={enforced:.2}"));
         }
         println!("summary {}", summary.join(" "));
         shared.request_stop(0);

@@ -36,6 +36,17 @@ fn with_agent(
     policy: &Arc<FakeNodeNet>,
     test: impl FnOnce(&Metrics),
 ) {
+    with_agent_writing_to(node, net, policy, Box::new(policy.clone()), test)
+}
+
+/// `with_agent`, its table written through `writes` (over `policy`).
+fn with_agent_writing_to(
+    node: &Node,
+    net: &FakeNodeNet,
+    policy: &Arc<FakeNodeNet>,
+    writes: Box<dyn PolicyNet + Send>,
+    test: impl FnOnce(&Metrics),
+) {
     let args = args_with(node, &["--mtu=1400"]);
     let installer = cni_rs_agent::files::Installer::new(&args).unwrap();
     let client = run::client(&args).unwrap();
@@ -47,7 +58,7 @@ fn with_agent(
                 (shared.clone(), metrics.clone(), &args, &installer);
             let (addrs, dumper) = (policy.clone(), policy.clone());
             let policy = PolicyKernel {
-                net: Box::new(policy.clone()),
+                net: writes,
                 local_addrs: Box::new(move || addrs.local_addrs()),
                 conntrack: Arc::new(move || dumper.conntrack()),
             };
@@ -479,5 +490,136 @@ fn without_br_netfilter_the_node_is_not_ready_and_says_why() {
         kernel.with(|s| s.bridge_nf.loaded = true);
         eventually("ready once the module is there", || metrics.ready());
         assert!(kernel.with(|s| s.bridge_nf.call_iptables && s.bridge_nf.call_ip6tables));
+    });
+}
+
+/// The fake kernel, and after each write the verdicts on `probes` there.
+struct Tap {
+    kernel: Arc<FakeNodeNet>,
+    probes: Vec<Packet>,
+    seen: Arc<std::sync::Mutex<Vec<Vec<bool>>>>,
+}
+
+impl Tap {
+    fn record(
+        &self,
+        written: Result<(), hostnet::node::NodeNetError>,
+    ) -> Result<(), hostnet::node::NodeNetError> {
+        if written.is_ok() {
+            let verdicts = self
+                .probes
+                .iter()
+                .map(|p| self.kernel.policy_passes(p).unwrap());
+            self.seen.lock().unwrap().push(verdicts.collect());
+        }
+        written
+    }
+}
+
+impl PolicyNet for Tap {
+    fn replace_policy(
+        &self,
+        p: &netpol::program::Program,
+    ) -> Result<(), hostnet::node::NodeNetError> {
+        self.record(self.kernel.replace_policy(p))
+    }
+    fn apply_policy(&self, c: &netpol::diff::Changes) -> Result<(), hostnet::node::NodeNetError> {
+        self.record(self.kernel.apply_policy(c))
+    }
+    fn remove_policy(&self) -> Result<(), hostnet::node::NodeNetError> {
+        self.kernel.remove_policy()
+    }
+    fn policy_matches(
+        &self,
+        p: &netpol::program::Program,
+    ) -> Result<bool, hostnet::node::NodeNetError> {
+        self.kernel.policy_matches(p)
+    }
+    fn read_policy(&self) -> Result<Option<netpol::program::Program>, hostnet::node::NodeNetError> {
+        self.kernel.read_policy()
+    }
+    fn conntrack(&self) -> Result<Vec<netpol::conntrack::CtEntry>, hostnet::node::NodeNetError> {
+        self.kernel.conntrack()
+    }
+    fn forget_connections(
+        &self,
+        e: &[netpol::conntrack::CtEntry],
+    ) -> Result<usize, hostnet::node::NodeNetError> {
+        self.kernel.forget_connections(e)
+    }
+    fn bridge_netfilter(&self) -> Result<hostnet::node::BridgeNf, hostnet::node::NodeNetError> {
+        self.kernel.bridge_netfilter()
+    }
+    fn enable_bridge_netfilter(&self) -> Result<(), hostnet::node::NodeNetError> {
+        self.kernel.enable_bridge_netfilter()
+    }
+}
+
+#[test]
+fn a_new_pod_is_isolated_before_its_large_peer_set_is_filled() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    let mut w = World::default();
+    for ns in ["x", "y", "z"] {
+        w.put(&node, ObjectKind::Namespace, namespace(ns));
+    }
+    // 1,100 pods of namespace y on another node: more than a set written with the rule.
+    let peers: Vec<Value> = (0..1_100u32)
+        .map(|i| {
+            let ip = format!("10.245.{}.{}", i / 250, i % 250 + 1);
+            pod("y", &format!("p{i}"), "node-2", &ip, "p")
+        })
+        .collect();
+    node.api.put_objects_quietly(ObjectKind::Pod, peers.clone());
+    for p in peers {
+        w.of(ObjectKind::Pod)
+            .insert(format!("y/{}", p["metadata"]["name"].as_str().unwrap()), p);
+    }
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("z", "q", "node-2", "10.244.2.9", "q"),
+    );
+    let from_y = json!({ "podSelector": { "matchLabels": { "pod": "a" } },
+        "ingress": [{ "from": [{ "namespaceSelector": { "matchLabels": { "ns": "y" } } }] }] });
+    w.put(
+        &node,
+        ObjectKind::NetworkPolicy,
+        policy("x", "from-y", from_y),
+    );
+    let probe = |src: &str| Packet {
+        src: src.parse().unwrap(),
+        dst: "10.244.1.5".parse().unwrap(),
+        proto: TCP,
+        port: 80,
+    };
+    let (net, kernel) = (fake(), Arc::new(fake()));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let tap = Tap {
+        kernel: kernel.clone(),
+        // From y's last pod, from z's pod, to a.
+        probes: vec![probe("10.245.4.100"), probe("10.244.2.9")],
+        seen: seen.clone(),
+    };
+    with_agent_writing_to(&node, &net, &kernel, Box::new(tap), |metrics| {
+        eventually("ready", || metrics.ready());
+        seen.lock().unwrap().clear();
+        let p = &metrics.policy;
+        p.last_latency_us.store(u64::MAX, Ordering::SeqCst);
+        // a starts here: the first pod of this node the policy selects.
+        w.put(
+            &node,
+            ObjectKind::Pod,
+            pod("x", "a", NODE, "10.244.1.5", "a"),
+        );
+        eventually("a's policy in place", || table_is(&kernel, &w.compiled()));
+        eventually("its latency", || {
+            p.last_latency_us.load(Ordering::SeqCst) != u64::MAX
+        });
+        let writes = seen.lock().unwrap().clone();
+        // First a isolated with y's pods not yet in (both denied), then y's pods allowed;
+        // z's pod never passes from the first write on.
+        assert_eq!(writes, [vec![false, false], vec![true, false]]);
+        let enforce = p.last_enforce_latency_us.load(Ordering::SeqCst);
+        assert!(enforce <= p.last_latency_us.load(Ordering::SeqCst));
     });
 }

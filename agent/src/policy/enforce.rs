@@ -31,6 +31,9 @@ use crate::serve::PolicyMetrics;
 /// (one transaction) rather than one transaction each.
 const BURST: usize = 64;
 const MAX_RETRY: Duration = Duration::from_secs(30);
+/// A new peer set of more elements than this is filled in a transaction after the one
+/// that isolates (~3 µs per element in the kernel: this many take a few ms).
+const LARGE_SET: usize = 1024;
 
 pub struct Enforcer<'a> {
     node: String,
@@ -113,6 +116,8 @@ impl<'a> Enforcer<'a> {
         } else {
             Ok(())
         };
+        // When what the batch denies is denied (its large new peer sets may follow).
+        let mut enforced = None;
         let written = match self.engine.as_mut() {
             None => {
                 let mut engine = Engine::new(&self.node, &[]);
@@ -131,7 +136,7 @@ impl<'a> Enforcer<'a> {
             }
             Some(_) => {
                 let changes = self.feed(batch);
-                self.write(changes)
+                self.write(changes, &mut enforced)
             }
         };
         let written = match written {
@@ -145,7 +150,13 @@ impl<'a> Enforcer<'a> {
             && bridged.is_ok()
             && let Some(since) = since
         {
-            let us = since.elapsed().as_micros() as u64;
+            let now = Instant::now();
+            let enforce_us = (enforced.unwrap_or(now) - since).as_micros() as u64;
+            m.last_enforce_latency_us
+                .store(enforce_us, Ordering::Relaxed);
+            m.max_enforce_latency_us
+                .fetch_max(enforce_us, Ordering::Relaxed);
+            let us = (now - since).as_micros() as u64;
             m.last_latency_us.store(us, Ordering::Relaxed);
             m.max_latency_us.fetch_max(us, Ordering::Relaxed);
         }
@@ -216,15 +227,30 @@ impl<'a> Enforcer<'a> {
         }
     }
 
-    /// Each change in its own transaction; a failure falls back to the whole table.
-    fn write(&mut self, changes: Vec<Changes>) -> Result<(), NodeNetError> {
-        for ch in changes.iter().filter(|c| !c.is_empty()) {
-            self.metrics.transactions.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.kernel.net.apply_policy(ch) {
-                log(&format!(
-                    "warning: NetworkPolicy: {e}: replacing the whole table"
-                ));
-                return self.program_afresh(false);
+    /// Each change in its own transaction, the elements of its large new peer sets in a
+    /// second one (`Changes::split_large_allows`: in between less is allowed, never
+    /// more); `enforced`: when the last change's first one was committed. A failure falls
+    /// back to the whole table.
+    fn write(
+        &mut self,
+        changes: Vec<Changes>,
+        enforced: &mut Option<Instant>,
+    ) -> Result<(), NodeNetError> {
+        for mut ch in changes.into_iter().filter(|c| !c.is_empty()) {
+            let later = ch.split_large_allows(LARGE_SET);
+            *enforced = None;
+            for (i, part) in std::iter::once(ch).chain(later).enumerate() {
+                self.metrics.transactions.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = self.kernel.net.apply_policy(&part) {
+                    log(&format!(
+                        "warning: NetworkPolicy: {e}: replacing the whole table"
+                    ));
+                    *enforced = None;
+                    return self.program_afresh(false);
+                }
+                if i == 0 {
+                    *enforced = Some(Instant::now());
+                }
             }
         }
         Ok(())

@@ -59,6 +59,10 @@ pub struct PolicyMetrics {
     /// and the largest, in microseconds.
     pub last_latency_us: AtomicU64,
     pub max_latency_us: AtomicU64,
+    /// The same to the moment nothing the change denies passes any more: earlier than
+    /// the above when large new peer sets follow in a transaction of their own.
+    pub last_enforce_latency_us: AtomicU64,
+    pub max_enforce_latency_us: AtomicU64,
     /// Conntrack entries of connections a change denied, deleted.
     pub connections_forgotten: AtomicU64,
     /// Bridged traffic between pods of this node meets the forward hook (br_netfilter
@@ -191,7 +195,7 @@ impl Metrics {
             format!("{:.6}", get(&self.last_reconcile_us) as f64 / 1e6),
         );
         let p = &self.policy;
-        let policy_metrics: [(&str, &str, &str, String); 12] = [
+        let policy_metrics: [(&str, &str, &str, String); 14] = [
             (
                 "netpol_enabled",
                 "gauge",
@@ -263,6 +267,19 @@ impl Metrics {
                 "gauge",
                 "The largest such latency since the agent started.",
                 format!("{:.6}", get(&p.max_latency_us) as f64 / 1e6),
+            ),
+            (
+                "netpol_last_enforce_latency_seconds",
+                "gauge",
+                "From the watch event's arrival to what the change denies being denied \
+                 (large new peer sets follow), for the last change.",
+                format!("{:.6}", get(&p.last_enforce_latency_us) as f64 / 1e6),
+            ),
+            (
+                "netpol_max_enforce_latency_seconds",
+                "gauge",
+                "The largest such latency since the agent started.",
+                format!("{:.6}", get(&p.max_enforce_latency_us) as f64 / 1e6),
             ),
         ];
         for (name, kind, help, value) in policy_metrics {
