@@ -14,13 +14,21 @@ use crate::members::{
 use crate::program::*;
 use crate::validate::{Direction, Peer, Policy, PortMatch, Rule as PolicyRule};
 
-/// The addresses of family `f` of the pods `peers` (rule `rule` of `p`) pick, over the
-/// view's candidates. Collected, then built sorted at once (inserting 40,000 addresses
-/// one by one into a tree was a third of a large peer set's time).
-fn peer_addresses<V: View + ?Sized>(
+/// When the elements of a new shared peer set are made: at once (`compile`), or by the
+/// caller later, the set made empty and its name recorded (the engine for the agent: a
+/// pod's isolation reaches the kernel before tens of thousands of its peers' addresses).
+pub enum Fill<'a> {
+    Now,
+    Later(&'a mut BTreeSet<String>),
+}
+
+/// The addresses of family `f` of the pods selector peers `peers` (of a policy in
+/// `policy_ns`) pick, over the view's candidates (`Source::PeerPods`'s elements).
+/// Collected, then built sorted at once (inserting 40,000 addresses one by one into a
+/// tree was a third of a large peer set's time).
+pub fn peer_addresses<V: View + ?Sized>(
     c: &V,
-    p: &Policy,
-    rule: &PolicyRule,
+    policy_ns: &str,
     peers: &[Peer],
     f: Family,
 ) -> BTreeSet<Elem> {
@@ -28,7 +36,7 @@ fn peer_addresses<V: View + ?Sized>(
     // The candidates come namespace by namespace: which peers pick from a namespace is
     // decided once per namespace, not per pod.
     let mut here: Option<(Arc<str>, Vec<&Peer>)> = None;
-    c.candidates(p, rule, &mut |pod| {
+    c.peer_candidates(policy_ns, peers, &mut |pod| {
         let (Some(ip), true) = (pod.ip(f), pod.policed()) else {
             return;
         };
@@ -37,9 +45,7 @@ fn peer_addresses<V: View + ?Sized>(
             .as_ref()
             .is_none_or(|(n, _)| !Arc::ptr_eq(n, ns) && n != ns)
         {
-            let ps = peers
-                .iter()
-                .filter(|x| in_namespace(c, &p.namespace, x, ns));
+            let ps = peers.iter().filter(|x| in_namespace(c, policy_ns, x, ns));
             here = Some((ns.clone(), ps.collect()));
         }
         let (_, ps) = here.as_ref().expect("just set");
@@ -51,13 +57,15 @@ fn peer_addresses<V: View + ?Sized>(
 }
 
 /// The chain of one policy's rules for `dir`, and their sets; a shared peer set that
-/// `prog` or `held` (the program a scratch `prog` goes into) already has is not rebuilt.
+/// `prog` or `held` (the program a scratch `prog` goes into) already has is not rebuilt,
+/// a new one is filled as `fill` says.
 pub fn policy<V: View + ?Sized>(
     prog: &mut Program,
     held: &BTreeMap<String, Set>,
     c: &V,
     p: &Policy,
     dir: Direction,
+    fill: &mut Fill,
 ) {
     let rules = p.rules(dir).unwrap_or_default();
     if rules.is_empty() {
@@ -67,7 +75,7 @@ pub fn policy<V: View + ?Sized>(
     let mut out = Vec::new();
     for (r, rule) in rules.iter().enumerate() {
         let base = format!("{chain}{r}");
-        let peers = peer_matches(prog, held, c, p, dir, rule, &base);
+        let peers = peer_matches(prog, held, c, p, dir, rule, &base, fill);
         let ports = port_matches(prog, rule, &base);
         // One nft rule per alternative of peer and of port (a k8s rule is an OR of its
         // peers and of its ports); an address set only meets its own family.
@@ -98,6 +106,7 @@ type Alternative = (Option<Family>, Option<Match>);
 /// The peer alternatives of a rule: any peer, or per family its selected pods' set
 /// (hash, follows pods, shared by the rules with the same peers) and its ipBlocks' set
 /// (intervals, follows the policy).
+#[allow(clippy::too_many_arguments)] // the policy's rule, where its sets go, how to fill them
 fn peer_matches<V: View + ?Sized>(
     prog: &mut Program,
     held: &BTreeMap<String, Set>,
@@ -106,6 +115,7 @@ fn peer_matches<V: View + ?Sized>(
     dir: Direction,
     rule: &PolicyRule,
     base: &str,
+    fill: &mut Fill,
 ) -> Vec<Alternative> {
     let Some(peers) = &rule.peers else {
         return vec![(None, None)];
@@ -120,7 +130,13 @@ fn peer_matches<V: View + ?Sized>(
             // Shared with every rule of the same peers: built by the first.
             let (name, src) = peer_set(&p.namespace, peers, f);
             if !prog.sets.contains_key(&name) && !held.contains_key(&name) {
-                let elems = peer_addresses(c, p, rule, peers, f);
+                let elems = match fill {
+                    Fill::Now => peer_addresses(c, &p.namespace, peers, f),
+                    Fill::Later(names) => {
+                        names.insert(name.clone());
+                        BTreeSet::new()
+                    }
+                };
                 let kind = SetKind::Addrs(f);
                 prog.sets.insert(name.clone(), Set { kind, elems });
                 prog.sources.insert(name.clone(), src);

@@ -3,8 +3,6 @@
 //! Applied in one nf_tables transaction, in the field order below: objects are created
 //! before anything refers to them and removed after nothing does.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use crate::program::{Chain, Elem, Hook, Program, Rule, Set, SetKind};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,44 +22,6 @@ pub struct Changes {
 impl Changes {
     pub fn is_empty(&self) -> bool {
         *self == Changes::default()
-    }
-}
-
-impl Changes {
-    /// Splits off the elements of the new allow-list sets (`SetKind::only_allows`) of
-    /// more than `large` elements, to follow in a transaction of their own: this part
-    /// creates those sets empty and writes the rules naming them, so between the two the
-    /// node allows less than the policies, never more. A node's first pod selected by a
-    /// policy whose peers are whole namespaces is isolated at once, not after the kernel
-    /// took tens of thousands of its peers' addresses (~3 µs each). `None`: nothing to split.
-    pub fn split_large_allows(&mut self, large: usize) -> Option<Changes> {
-        let mut counts: BTreeMap<&str, usize> = self
-            .add_sets
-            .iter()
-            .filter(|(_, kind)| kind.only_allows())
-            .map(|(name, _)| (name.as_str(), 0))
-            .collect();
-        for (name, _) in &self.add_elems {
-            if let Some(n) = counts.get_mut(name.as_str()) {
-                *n += 1;
-            }
-        }
-        let later: BTreeSet<String> = counts
-            .into_iter()
-            .filter(|&(_, n)| n > large)
-            .map(|(name, _)| name.to_string())
-            .collect();
-        if later.is_empty() {
-            return None;
-        }
-        let (wait, now) = std::mem::take(&mut self.add_elems)
-            .into_iter()
-            .partition(|(name, _)| later.contains(name));
-        self.add_elems = now;
-        Some(Changes {
-            add_elems: wait,
-            ..Changes::default()
-        })
     }
 }
 
@@ -157,53 +117,5 @@ pub fn apply(prog: &mut Program, changes: &Changes) {
     }
     for name in &changes.del_sets {
         prog.sets.remove(name);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::addr::Family;
-
-    fn set(kind: SetKind, n: u8) -> Set {
-        let elems = (0..n)
-            .map(|i| {
-                let ip = std::net::Ipv4Addr::new(10, 0, 0, i).into();
-                match kind {
-                    SetKind::Dispatch(_) => Elem::Jump(ip, "sel".into()),
-                    _ => Elem::Addr(ip),
-                }
-            })
-            .collect();
-        Set { kind, elems }
-    }
-
-    #[test]
-    fn only_large_new_allow_lists_wait_and_the_two_parts_make_the_whole() {
-        let addrs = SetKind::Addrs(Family::V4);
-        let mut old = Program::default();
-        old.sets.insert("kept".into(), set(addrs, 1));
-        let mut new = old.clone();
-        new.sets.insert("kept".into(), set(addrs, 9));
-        new.sets.insert("peers".into(), set(addrs, 9));
-        new.sets.insert("few".into(), set(addrs, 3));
-        new.sets
-            .insert("dispatch".into(), set(SetKind::Dispatch(Family::V4), 9));
-        let mut first = diff(&old, &new);
-        let later = first.split_large_allows(3).expect("a large new allow list");
-        let names: BTreeSet<&str> = later.add_elems.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, BTreeSet::from(["peers"]));
-        assert_eq!(later.add_elems.len(), 9);
-        let mut held = old.clone();
-        apply(&mut held, &first);
-        assert!(held.sets["peers"].elems.is_empty(), "created empty");
-        assert_eq!(
-            held.sets["dispatch"], new.sets["dispatch"],
-            "isolation never waits"
-        );
-        assert_eq!(held.sets["few"], new.sets["few"]);
-        apply(&mut held, &later);
-        assert_eq!(held, new);
-        assert_eq!(first.split_large_allows(3), None, "nothing left to split");
     }
 }

@@ -18,6 +18,9 @@ pub trait View {
     /// Calls `f` on every pod `rule` of `policy` can pick or name a port of (more is
     /// fine: the caller decides membership).
     fn candidates(&self, policy: &Policy, rule: &Rule, f: &mut dyn FnMut(&Pod));
+    /// Calls `f` on every pod selector peers `peers` (of a policy in `policy_ns`) can
+    /// pick (more is fine).
+    fn peer_candidates(&self, policy_ns: &str, peers: &[Peer], f: &mut dyn FnMut(&Pod));
 }
 
 impl View for Cluster {
@@ -29,6 +32,10 @@ impl View for Cluster {
     }
 
     fn candidates(&self, _: &Policy, _: &Rule, f: &mut dyn FnMut(&Pod)) {
+        self.pods.iter().for_each(f);
+    }
+
+    fn peer_candidates(&self, _: &str, _: &[Peer], f: &mut dyn FnMut(&Pod)) {
         self.pods.iter().for_each(f);
     }
 }

@@ -56,20 +56,6 @@ pub enum SetKind {
     PortDispatch,
 }
 
-impl SetKind {
-    /// Matched by the accept rules of policy chains alone: an element missing allows
-    /// less, never more. (A dispatch map's element isolates a pod: never one of these.)
-    pub fn only_allows(self) -> bool {
-        matches!(
-            self,
-            SetKind::Addrs(_)
-                | SetKind::Ranges(_)
-                | SetKind::ProtoPorts
-                | SetKind::AddrProtoPorts(_)
-        )
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Elem {
     Addr(IpAddr),

@@ -256,3 +256,61 @@ fn an_address_two_pods_claim_is_the_newer_pods() {
         "x/a's again: newer than x/old"
     );
 }
+
+#[test]
+fn peer_sets_filled_later_allow_less_in_between_and_then_all_of_it() {
+    let mut r = Rng(0x6669_6c6c);
+    let (mut fills, mut held_back) = (0usize, 0usize);
+    for s in 0..20 {
+        let mut w = world(&mut r);
+        let mut es = engines(&w);
+        es.iter_mut().for_each(Engine::fill_later);
+        let mut gone = vec![];
+        for k in 0..40 {
+            let before: Vec<Program> = es.iter().map(|e| e.program().clone()).collect();
+            let changes = event(&mut r, &mut w, &mut gone, &mut es);
+            let net = w.build();
+            let mut addrs: Vec<std::net::IpAddr> = net
+                .cluster
+                .pods
+                .iter()
+                .flat_map(|p| p.ips.clone())
+                .collect();
+            addrs.extend([OUTSIDE4, OUTSIDE6].map(|a| a.parse::<std::net::IpAddr>().unwrap()));
+            for n in 0..es.len() {
+                let what = format!("sequence {s} event {k} node {n}");
+                let between = es[n].program().clone();
+                assert!(changes[n] == diff(&before[n], &between), "{what}: changes");
+                let fill = es[n].fill();
+                let compiled = &net.programs[n];
+                check(&between, &fill, es[n].program(), compiled, &what);
+                if fill.is_empty() {
+                    continue;
+                }
+                fills += 1;
+                for (&src, &dst) in addrs.iter().flat_map(|s| addrs.iter().map(move |d| (s, d))) {
+                    if src.is_ipv4() != dst.is_ipv4() {
+                        continue;
+                    }
+                    for (proto, port) in [(6, 80), (6, 81), (17, 53)] {
+                        let pkt = netpol::eval::Packet {
+                            src,
+                            dst,
+                            proto,
+                            port,
+                        };
+                        let now = between.passes(&pkt).expect("the program stands alone");
+                        let then = compiled.passes(&pkt).unwrap();
+                        assert!(!now || then, "{what}: {pkt:?} passed before its fill");
+                        held_back += usize::from(then && !now);
+                    }
+                }
+            }
+        }
+    }
+    // Fills that held something back, or the check says little.
+    assert!(
+        fills > 20 && held_back > 0,
+        "{fills} fills, {held_back} held back"
+    );
+}

@@ -31,9 +31,6 @@ use crate::serve::PolicyMetrics;
 /// (one transaction) rather than one transaction each.
 const BURST: usize = 64;
 const MAX_RETRY: Duration = Duration::from_secs(30);
-/// A new peer set of more elements than this is filled in a transaction after the one
-/// that isolates (~3 µs per element in the kernel: this many take a few ms).
-const LARGE_SET: usize = 1024;
 
 pub struct Enforcer<'a> {
     node: String,
@@ -116,8 +113,6 @@ impl<'a> Enforcer<'a> {
         } else {
             Ok(())
         };
-        // When what the batch denies is denied (its large new peer sets may follow).
-        let mut enforced = None;
         let written = match self.engine.as_mut() {
             None => {
                 let mut engine = Engine::new(&self.node, &[]);
@@ -125,6 +120,7 @@ impl<'a> Enforcer<'a> {
                 let pods = batch.pods.into_values().flatten().map(|p| *p);
                 let policies = batch.policies.into_values().flatten();
                 engine.load(&namespaces, pods, policies);
+                engine.fill_later();
                 // The engine has them: gone before the first write.
                 drop(namespaces);
                 self.engine = Some(engine);
@@ -136,9 +132,13 @@ impl<'a> Enforcer<'a> {
             }
             Some(_) => {
                 let changes = self.feed(batch);
-                self.write(changes, &mut enforced)
+                self.write(changes)
             }
         };
+        // What the batch denies is denied from here on; the new peer sets' addresses
+        // follow (`Engine::fill_later`).
+        let enforced = Instant::now();
+        let written = written.and_then(|()| self.fill());
         let written = match written {
             Ok(()) if recheck => self.recheck(),
             other => other,
@@ -151,7 +151,7 @@ impl<'a> Enforcer<'a> {
             && let Some(since) = since
         {
             let now = Instant::now();
-            let enforce_us = (enforced.unwrap_or(now) - since).as_micros() as u64;
+            let enforce_us = (enforced - since).as_micros() as u64;
             m.last_enforce_latency_us
                 .store(enforce_us, Ordering::Relaxed);
             m.max_enforce_latency_us
@@ -227,33 +227,25 @@ impl<'a> Enforcer<'a> {
         }
     }
 
-    /// Each change in its own transaction, the elements of its large new peer sets in a
-    /// second one (`Changes::split_large_allows`: in between less is allowed, never
-    /// more); `enforced`: when the last change's first one was committed. A failure falls
-    /// back to the whole table.
-    fn write(
-        &mut self,
-        changes: Vec<Changes>,
-        enforced: &mut Option<Instant>,
-    ) -> Result<(), NodeNetError> {
-        for mut ch in changes.into_iter().filter(|c| !c.is_empty()) {
-            let later = ch.split_large_allows(LARGE_SET);
-            *enforced = None;
-            for (i, part) in std::iter::once(ch).chain(later).enumerate() {
-                self.metrics.transactions.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = self.kernel.net.apply_policy(&part) {
-                    log(&format!(
-                        "warning: NetworkPolicy: {e}: replacing the whole table"
-                    ));
-                    *enforced = None;
-                    return self.program_afresh(false);
-                }
-                if i == 0 {
-                    *enforced = Some(Instant::now());
-                }
+    /// Each change in its own transaction; a failure falls back to the whole table.
+    fn write(&mut self, changes: Vec<Changes>) -> Result<(), NodeNetError> {
+        for ch in changes.iter().filter(|c| !c.is_empty()) {
+            self.metrics.transactions.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = self.kernel.net.apply_policy(ch) {
+                log(&format!(
+                    "warning: NetworkPolicy: {e}: replacing the whole table"
+                ));
+                return self.program_afresh(false);
             }
         }
         Ok(())
+    }
+
+    /// The addresses of the peer sets the last changes made empty, in a transaction of
+    /// their own.
+    fn fill(&mut self) -> Result<(), NodeNetError> {
+        let fill = self.engine.as_mut().expect("loaded").fill();
+        self.write(vec![fill])
     }
 
     /// The whole program into the kernel: the difference from what the kernel holds when

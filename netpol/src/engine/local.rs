@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::tx::Tx;
 use super::{Key, State};
 use crate::addr::Family;
-use crate::build;
+use crate::build::{self, Fill};
 use crate::cluster::Pod;
 use crate::compile::{policy_chain, selects, tag};
 use crate::members::named_ports;
@@ -173,7 +173,13 @@ impl Local {
 
     /// Brings the policies in `dirty` in line with their targets: built when they get
     /// their first, removed with their last, ingress named ports refilled otherwise.
-    pub fn settle(&mut self, st: &State, tx: &mut Tx, dirty: BTreeSet<(Key, Direction)>) {
+    pub fn settle(
+        &mut self,
+        st: &State,
+        tx: &mut Tx,
+        dirty: BTreeSet<(Key, Direction)>,
+        fill: &mut Fill,
+    ) {
         for (key, dir) in dirty {
             let targets: Vec<&Pod> = self
                 .targets
@@ -189,7 +195,7 @@ impl Local {
             };
             if !active {
                 let mut scratch = Program::default();
-                build::policy(&mut scratch, &tx.prog.sets, st, p, dir);
+                build::policy(&mut scratch, &tx.prog.sets, st, p, dir, fill);
                 build::named_sets(&mut scratch, st, p, dir, &targets);
                 for (name, set) in scratch.sets {
                     tx.put_set(&name, Some(set));

@@ -21,12 +21,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::build::{self, Fill};
 use crate::cluster::Pod;
 use crate::compile::base_program;
 use crate::diff::Changes;
 use crate::members::{Source, View, egress_named_members, peer_members};
 use crate::model;
-use crate::program::{Elem, Program};
+use crate::program::{Elem, Program, Set};
 use crate::select::{Labels, namespace_labels};
 use crate::validate::{Checked, Direction, Namespaces, Peer, Policy, PolicyError, Rule};
 use local::Local;
@@ -102,14 +103,16 @@ impl View for State {
     }
 
     fn candidates(&self, p: &Policy, rule: &Rule, f: &mut dyn FnMut(&Pod)) {
-        let peers = match &rule.peers {
-            Some(peers) if peers.iter().all(|x| matches!(x, Peer::Pods { .. })) => peers,
-            // Every peer, or an ipBlock (an egress named port resolves on any pod in it).
-            _ => {
-                self.pods.iter().flatten().for_each(|e| f(&e.pod));
-                return;
+        match &rule.peers {
+            Some(peers) if peers.iter().all(|x| matches!(x, Peer::Pods { .. })) => {
+                self.peer_candidates(&p.namespace, peers, f)
             }
-        };
+            // Every peer, or an ipBlock (an egress named port resolves on any pod in it).
+            _ => self.pods.iter().flatten().for_each(|e| f(&e.pod)),
+        }
+    }
+
+    fn peer_candidates(&self, policy_ns: &str, peers: &[Peer], f: &mut dyn FnMut(&Pod)) {
         let mut spaces: BTreeSet<&str> = BTreeSet::new();
         for peer in peers {
             match peer {
@@ -117,7 +120,7 @@ impl View for State {
                     namespaces: Namespaces::Own,
                     ..
                 } => {
-                    spaces.insert(&p.namespace);
+                    spaces.insert(policy_ns);
                 }
                 Peer::Pods {
                     namespaces: Namespaces::Matching(s),
@@ -145,6 +148,16 @@ pub struct Engine {
     st: State,
     local: Local,
     prog: Program,
+    /// `Some` after `fill_later`: the new peer sets made empty, to be filled by `fill`.
+    unfilled: Option<BTreeSet<String>>,
+}
+
+/// How a policy's new shared peer sets are filled (see `Engine::fill_later`).
+fn fill_of(unfilled: &mut Option<BTreeSet<String>>) -> Fill<'_> {
+    match unfilled {
+        None => Fill::Now,
+        Some(names) => Fill::Later(names),
+    }
 }
 
 impl Engine {
@@ -157,7 +170,47 @@ impl Engine {
             st: State::default(),
             local: Local::default(),
             prog,
+            unfilled: None,
         }
+    }
+
+    /// From now on an event's new shared peer sets come empty in its changes, their
+    /// elements in those of `fill`. In between the program allows less than the policies,
+    /// never more (those sets are matched by accept rules alone): the agent writes an
+    /// event's changes, so a pod is isolated at once, then the fill, which at a
+    /// namespaceSelector over many namespaces is tens of thousands of addresses.
+    pub fn fill_later(&mut self) {
+        self.unfilled.get_or_insert_default();
+    }
+
+    /// The elements of the peer sets made empty since the last call; with them the
+    /// program is again `compile`'s.
+    pub fn fill(&mut self) -> Changes {
+        let names = self
+            .unfilled
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let mut tx = Tx::new(&mut self.prog);
+        for name in names {
+            let (
+                Some(set),
+                Some(Source::PeerPods {
+                    namespace,
+                    peers,
+                    family,
+                }),
+            ) = (tx.prog.sets.get(&name), tx.prog.sources.get(&name))
+            else {
+                continue;
+            };
+            let full = Set {
+                kind: set.kind,
+                elems: build::peer_addresses(&self.st, namespace, peers, *family),
+            };
+            tx.put_set(&name, Some(full));
+        }
+        tx.finish()
     }
 
     /// Loads a whole cluster (the first full programming): namespaces, then pods, then
@@ -325,7 +378,8 @@ impl Engine {
                 .refresh(&self.st, &mut tx, id, Some(pod), &mut dirty);
         }
         self.local.rewrite_chains_of(&self.st, &mut tx, &key);
-        self.local.settle(&self.st, &mut tx, dirty);
+        self.local
+            .settle(&self.st, &mut tx, dirty, &mut fill_of(&mut self.unfilled));
         tx.finish()
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use super::tx::Tx;
-use super::{Engine, Entry, State};
+use super::{Engine, Entry, State, fill_of};
 use crate::cluster::Pod;
 use crate::diff::Changes;
 
@@ -87,7 +87,8 @@ impl Engine {
         if removed {
             self.st.release(&key, id);
         }
-        self.local.settle(&self.st, &mut tx, dirty);
+        self.local
+            .settle(&self.st, &mut tx, dirty, &mut fill_of(&mut self.unfilled));
         tx.finish()
     }
 }
