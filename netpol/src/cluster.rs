@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use crate::addr::Family;
 use crate::model;
 use crate::select::{Labels, namespace_labels};
-use crate::validate::{Policy, PolicyError, Protocol};
+use crate::validate::{Policy, PolicyError, Protocol, Rule};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Pod {
@@ -31,8 +31,9 @@ pub struct Pod {
 
 /// The one copy of a value that pods share: a ReplicaSet's pods have the same labels and
 /// ports, a namespace's pods its name, a node's pods the node's, so 150,000 pods hold a
-/// few thousand label sets, not 150,000 (~700 bytes each). Values no pod holds any more
-/// are dropped when the table has doubled since the last sweep.
+/// few thousand label sets, not 150,000 (~700 bytes each). Policies share their rules
+/// the same way. Values none holds any more are dropped when the table has doubled since
+/// the last sweep.
 struct Table<T: ?Sized> {
     values: Option<HashSet<Arc<T>>>,
     sweep_at: usize,
@@ -82,6 +83,14 @@ pub type NamedPort = (String, Protocol, u16);
 pub fn shared_ports(ports: &[NamedPort]) -> Arc<[NamedPort]> {
     static PORTS: Mutex<Table<[NamedPort]>> = Mutex::new(Table::new());
     Table::share(&PORTS, ports, || Arc::from(ports))
+}
+
+/// The shared copy of a policy's rules of one direction: a policy made from one template
+/// in many namespaces (a default deny, DNS allowed, the monitoring namespace let in)
+/// has the same rules in each; 10,000 checked policies held ~29 MB, ~3 KB each.
+pub fn shared_rules(rules: &[Rule]) -> Arc<[Rule]> {
+    static RULES: Mutex<Table<[Rule]>> = Mutex::new(Table::new());
+    Table::share(&RULES, rules, || Arc::from(rules))
 }
 
 impl Pod {
@@ -282,5 +291,28 @@ mod tests {
             "a set no pod holds stays in the table"
         );
         assert!(Arc::ptr_eq(&one, &shared_labels(&labels("sweep", "kept"))));
+    }
+
+    #[test]
+    fn policies_of_one_template_share_their_rules() {
+        let policy = |ns: &str, port: u16| {
+            let np: model::NetworkPolicy = serde_json::from_value(serde_json::json!({
+                "metadata": { "namespace": ns, "name": "allow" },
+                "spec": { "podSelector": {}, "policyTypes": ["Ingress", "Egress"],
+                    "ingress": [{ "from": [{ "podSelector": { "matchLabels": { "shared-test": "rules" } } }],
+                                  "ports": [{ "port": port }] }] }
+            }))
+            .unwrap();
+            Policy::from_object(&np).unwrap()
+        };
+        let (x, y, other) = (policy("x", 80), policy("y", 80), policy("x", 81));
+        let ingress = |p: &Policy| p.ingress.clone().unwrap();
+        assert!(Arc::ptr_eq(&ingress(&x), &ingress(&y)));
+        assert!(!Arc::ptr_eq(&ingress(&x), &ingress(&other)));
+        assert_eq!(ingress(&other)[0].ports.as_ref().unwrap().len(), 1);
+        assert!(Arc::ptr_eq(
+            &x.egress.clone().unwrap(),
+            &y.egress.clone().unwrap()
+        ));
     }
 }

@@ -13,7 +13,7 @@ pub type Labels = BTreeMap<String, String>;
 /// namespace object from an older server or a test still matches selectors on it).
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
     In(BTreeSet<String>),
     NotIn(BTreeSet<String>),
@@ -21,7 +21,7 @@ pub enum Op {
     DoesNotExist,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Selector {
     labels: Pairs,
     exprs: Vec<(String, Op)>,
@@ -30,7 +30,7 @@ pub struct Selector {
 /// `matchLabels` sorted by key: compared, ordered and shown as the map it was (shared set
 /// names hash a selector's `Debug`), held in a tenth of a map's memory (a map's first
 /// node is 544 bytes; 10,000 policies hold 30,000 selectors).
-#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Pairs(Vec<(String, String)>);
 
 impl std::fmt::Debug for Pairs {

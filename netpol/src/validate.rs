@@ -2,7 +2,11 @@
 //! `Policy::from_object` returns a deny-all stand-in with the error, so the pods it
 //! would select are isolated in both directions (never silently allowed).
 
+use std::sync::Arc;
+
 use ipnetwork::IpNetwork;
+
+use crate::cluster::shared_rules;
 
 use crate::model::{self, IntOrString, NetworkPolicy};
 use crate::select::{Selector, SelectorError};
@@ -41,7 +45,7 @@ impl Protocol {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PortMatch {
     /// The protocol with any port.
     Any,
@@ -51,20 +55,20 @@ pub enum PortMatch {
     Named(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Port {
     pub protocol: Protocol,
     pub port: PortMatch,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Namespaces {
     /// The policy's own namespace (a peer with only `podSelector`).
     Own,
     Matching(Selector),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Peer {
     Pods {
         namespaces: Namespaces,
@@ -76,7 +80,7 @@ pub enum Peer {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Rule {
     /// `None`: every peer (the rule had no `from`/`to`).
     pub peers: Option<Vec<Peer>>,
@@ -94,8 +98,9 @@ pub struct Policy {
     pub namespace: String,
     pub name: String,
     pub pod_selector: Selector,
-    pub ingress: Option<Vec<Rule>>,
-    pub egress: Option<Vec<Rule>>,
+    /// Shared with every policy of the same rules (`cluster::shared_rules`).
+    pub ingress: Option<Arc<[Rule]>>,
+    pub egress: Option<Arc<[Rule]>>,
 }
 
 impl Policy {
@@ -122,8 +127,8 @@ impl Policy {
                     namespace: namespace.clone(),
                     name: name.clone(),
                     pod_selector: selector,
-                    ingress: Some(vec![]),
-                    egress: Some(vec![]),
+                    ingress: Some(shared_rules(&[])),
+                    egress: Some(shared_rules(&[])),
                 },
                 error: PolicyError {
                     policy: format!("{namespace}/{name}"),
@@ -232,8 +237,8 @@ fn check(np: &NetworkPolicy) -> Result<Policy, Fail> {
         name: np.metadata.name.clone(),
         pod_selector,
         // Rules of a direction the policy does not affect are ignored, as upstream.
-        ingress: ingress.then_some(ing),
-        egress: egress.then_some(eg),
+        ingress: ingress.then(|| shared_rules(&ing)),
+        egress: egress.then(|| shared_rules(&eg)),
     })
 }
 
