@@ -14,7 +14,7 @@
 //!   committed, seen as its `last_latency_us` metric being written (set right after the
 //!   kernel acknowledged the batch), that metric itself (the watch event's arrival
 //!   to the kernel), and its enforce latency (to the commit from which nothing the
-//!   change denies passes: a large new peer set follows in a transaction of its own);
+//!   change denies passes: a new peer set is filled in a transaction of its own);
 //! - once, untimed, a read-back of the kernel's table checking each pod event's elements
 //!   are (or are no more) there.
 //!
@@ -167,9 +167,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Figures of one event kind over the rounds: (to commit seen, the agent's own metric).
+/// Figures of one event kind over the rounds, per event (ms): to the commit seen, the
+/// agent's sync latency, its enforce latency.
 #[derive(Default)]
-/// Per event: the commit seen, the agent's sync latency, its enforce latency (ms).
 struct Samples(Vec<(f64, f64, f64)>);
 
 fn main() {
@@ -462,7 +462,7 @@ fn main() {
         ];
         println!(
             "events (median of {} rounds): to commit seen / agent's metric / to enforced \
-             (what the change denies denied; large new peer sets follow)",
+             (what the change denies denied; new peer sets are filled after)",
             o.rounds
         );
         for (k, (what, key, goal)) in kinds.iter().enumerate() {

@@ -493,11 +493,13 @@ fn without_br_netfilter_the_node_is_not_ready_and_says_why() {
     });
 }
 
-/// The fake kernel, and after each write the verdicts on `probes` there.
+/// The fake kernel, and after each write the verdicts on `probes` there; the next
+/// `apply_policy` calls refused as `refusals` says (then nothing is recorded).
 struct Tap {
     kernel: Arc<FakeNodeNet>,
     probes: Vec<Packet>,
     seen: Arc<std::sync::Mutex<Vec<Vec<bool>>>>,
+    refusals: Arc<std::sync::Mutex<std::collections::VecDeque<bool>>>,
 }
 
 impl Tap {
@@ -524,6 +526,10 @@ impl PolicyNet for Tap {
         self.record(self.kernel.replace_policy(p))
     }
     fn apply_policy(&self, c: &netpol::diff::Changes) -> Result<(), hostnet::node::NodeNetError> {
+        if self.refusals.lock().unwrap().pop_front() == Some(true) {
+            use hostnet::node::{NodeNetError, Op, Refusal};
+            return Err(NodeNetError::new(Op::ApplyPolicy, Refusal::Injected));
+        }
         self.record(self.kernel.apply_policy(c))
     }
     fn remove_policy(&self) -> Result<(), hostnet::node::NodeNetError> {
@@ -555,14 +561,17 @@ impl PolicyNet for Tap {
     }
 }
 
-#[test]
-fn a_new_pod_is_isolated_before_its_peer_set_is_filled() {
+/// Pod x/a starts on this node, the first its policy (ingress from namespace y's 300 pods
+/// on another node) selects, with the `apply_policy` calls from then on refused as
+/// `refusals` says. The kernel's verdicts after each write from then on (from y's last
+/// pod, from z's pod, to a), whether the enforce latency was at most the sync one, and
+/// whether the whole table was written again.
+fn a_starts(refusals: &[bool]) -> (Vec<Vec<bool>>, bool, bool) {
     let node = Node::new(&["10.244.1.0/24"]);
     let mut w = World::default();
     for ns in ["x", "y", "z"] {
         w.put(&node, ObjectKind::Namespace, namespace(ns));
     }
-    // Pods of namespace y on another node: the policy's peers.
     let peers: Vec<Value> = (0..300u32)
         .map(|i| {
             let ip = format!("10.245.{}.{}", i / 250, i % 250 + 1);
@@ -594,18 +603,21 @@ fn a_new_pod_is_isolated_before_its_peer_set_is_filled() {
     };
     let (net, kernel) = (fake(), Arc::new(fake()));
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let refused = Arc::new(std::sync::Mutex::new(Default::default()));
     let tap = Tap {
         kernel: kernel.clone(),
-        // From y's last pod, from z's pod, to a.
         probes: vec![probe("10.245.1.50"), probe("10.244.2.9")],
         seen: seen.clone(),
+        refusals: refused.clone(),
     };
+    let mut within = false;
     with_agent_writing_to(&node, &net, &kernel, Box::new(tap), |metrics| {
         eventually("ready", || metrics.ready());
         seen.lock().unwrap().clear();
+        kernel.with(|s| s.log.clear());
+        refused.lock().unwrap().extend(refusals);
         let p = &metrics.policy;
         p.last_latency_us.store(u64::MAX, Ordering::SeqCst);
-        // a starts here: the first pod of this node the policy selects.
         w.put(
             &node,
             ObjectKind::Pod,
@@ -615,11 +627,30 @@ fn a_new_pod_is_isolated_before_its_peer_set_is_filled() {
         eventually("its latency", || {
             p.last_latency_us.load(Ordering::SeqCst) != u64::MAX
         });
-        let writes = seen.lock().unwrap().clone();
-        // First a isolated with y's pods not yet in (both denied), then y's pods allowed;
-        // z's pod never passes from the first write on.
-        assert_eq!(writes, [vec![false, false], vec![true, false]]);
         let enforce = p.last_enforce_latency_us.load(Ordering::SeqCst);
-        assert!(enforce <= p.last_latency_us.load(Ordering::SeqCst));
+        within = enforce <= p.last_latency_us.load(Ordering::SeqCst);
     });
+    let writes = seen.lock().unwrap().clone();
+    let replaced = kernel.with(|s| s.log.iter().any(|op| op == "replace_policy"));
+    (writes, within, replaced)
+}
+
+#[test]
+fn a_new_pod_is_isolated_before_its_peer_set_is_filled() {
+    let (writes, within, _) = a_starts(&[]);
+    // First a isolated with y's pods not yet in (both denied), then y's pods allowed;
+    // z's pod never passes from the first write on.
+    assert_eq!(writes, [vec![false, false], vec![true, false]]);
+    assert!(within);
+}
+
+#[test]
+fn a_refused_fill_is_followed_by_the_whole_table() {
+    // The isolating write goes in, the fill is refused: the whole table replaces it.
+    let (writes, _, replaced) = a_starts(&[false, true]);
+    assert_eq!(writes, [vec![false, false], vec![true, false]]);
+    assert!(
+        replaced,
+        "the refused fill was not followed by the whole table"
+    );
 }

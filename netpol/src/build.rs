@@ -14,13 +14,11 @@ use crate::members::{
 use crate::program::*;
 use crate::validate::{Direction, Peer, Policy, PortMatch, Rule as PolicyRule};
 
-/// When the elements of a new shared peer set are made: at once (`compile`), or by the
-/// caller later, the set made empty and its name recorded (the engine for the agent: a
-/// pod's isolation reaches the kernel before tens of thousands of its peers' addresses).
-pub enum Fill<'a> {
-    Now,
-    Later(&'a mut BTreeSet<String>),
-}
+/// When the elements of a new shared peer set are made: at once (`None`: `compile`), or
+/// by the caller later, the set made empty and its name recorded here (the engine for the
+/// agent: a pod's isolation reaches the kernel before tens of thousands of its peers'
+/// addresses).
+pub type Fill<'a> = Option<&'a mut BTreeSet<String>>;
 
 /// The addresses of family `f` of the pods selector peers `peers` (of a policy in
 /// `policy_ns`) pick, over the view's candidates (`Source::PeerPods`'s elements).
@@ -131,8 +129,8 @@ fn peer_matches<V: View + ?Sized>(
             let (name, src) = peer_set(&p.namespace, peers, f);
             if !prog.sets.contains_key(&name) && !held.contains_key(&name) {
                 let elems = match fill {
-                    Fill::Now => peer_addresses(c, &p.namespace, peers, f),
-                    Fill::Later(names) => {
+                    None => peer_addresses(c, &p.namespace, peers, f),
+                    Some(names) => {
                         names.insert(name.clone());
                         BTreeSet::new()
                     }

@@ -77,8 +77,14 @@ pub fn compile(c: &Cluster, node: &str) -> Program {
             }
         }
         for (i, pods) in targets {
-            let (held, fill) = (&BTreeMap::new(), &mut build::Fill::Now);
-            build::policy(&mut prog, held, c, &c.policies[i], dir, fill);
+            build::policy(
+                &mut prog,
+                &BTreeMap::new(),
+                c,
+                &c.policies[i],
+                dir,
+                &mut None,
+            );
             build::named_sets(&mut prog, c, &c.policies[i], dir, &pods);
         }
     }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use ipnetwork::IpNetwork;
 
 use crate::cluster::shared_rules;
-
 use crate::model::{self, IntOrString, NetworkPolicy};
 use crate::select::{Selector, SelectorError};
 

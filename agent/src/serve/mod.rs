@@ -60,7 +60,7 @@ pub struct PolicyMetrics {
     pub last_latency_us: AtomicU64,
     pub max_latency_us: AtomicU64,
     /// The same to the moment nothing the change denies passes any more: earlier than
-    /// the above when large new peer sets follow in a transaction of their own.
+    /// the above when new peer sets are filled in a transaction of their own.
     pub last_enforce_latency_us: AtomicU64,
     pub max_enforce_latency_us: AtomicU64,
     /// Conntrack entries of connections a change denied, deleted.
@@ -272,7 +272,7 @@ impl Metrics {
                 "netpol_last_enforce_latency_seconds",
                 "gauge",
                 "From the watch event's arrival to what the change denies being denied \
-                 (large new peer sets follow), for the last change.",
+                 (new peer sets are filled after), for the last change.",
                 format!("{:.6}", get(&p.last_enforce_latency_us) as f64 / 1e6),
             ),
             (

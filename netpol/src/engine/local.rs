@@ -305,7 +305,8 @@ fn set_refs(c: &Chain) -> impl Iterator<Item = &String> {
 /// An ingress policy's named-port sets, from its local targets.
 fn refill_named(tx: &mut Tx, p: &Policy, targets: &[&Pod]) {
     let chain = policy_chain(p, Direction::Ingress);
-    for (r, rule) in p.ingress.as_deref().unwrap_or_default().iter().enumerate() {
+    let rules = p.rules(Direction::Ingress).unwrap_or_default();
+    for (r, rule) in rules.iter().enumerate() {
         for f in Family::BOTH {
             let name = format!("{chain}{r}-named{}", f.suffix());
             let Some(set) = tx.prog.sets.get(&name) else {

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::build::{self, Fill};
+use crate::build;
 use crate::cluster::Pod;
 use crate::compile::base_program;
 use crate::diff::Changes;
@@ -150,14 +150,6 @@ pub struct Engine {
     prog: Program,
     /// `Some` after `fill_later`: the new peer sets made empty, to be filled by `fill`.
     unfilled: Option<BTreeSet<String>>,
-}
-
-/// How a policy's new shared peer sets are filled (see `Engine::fill_later`).
-fn fill_of(unfilled: &mut Option<BTreeSet<String>>) -> Fill<'_> {
-    match unfilled {
-        None => Fill::Now,
-        Some(names) => Fill::Later(names),
-    }
 }
 
 impl Engine {
@@ -379,7 +371,7 @@ impl Engine {
         }
         self.local.rewrite_chains_of(&self.st, &mut tx, &key);
         self.local
-            .settle(&self.st, &mut tx, dirty, &mut fill_of(&mut self.unfilled));
+            .settle(&self.st, &mut tx, dirty, &mut self.unfilled.as_mut());
         tx.finish()
     }
 }

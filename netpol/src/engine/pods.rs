@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use super::tx::Tx;
-use super::{Engine, Entry, State, fill_of};
+use super::{Engine, Entry, State};
 use crate::cluster::Pod;
 use crate::diff::Changes;
 
@@ -88,7 +88,7 @@ impl Engine {
             self.st.release(&key, id);
         }
         self.local
-            .settle(&self.st, &mut tx, dirty, &mut fill_of(&mut self.unfilled));
+            .settle(&self.st, &mut tx, dirty, &mut self.unfilled.as_mut());
         tx.finish()
     }
 }
