@@ -26,7 +26,7 @@ if [[ -n ${TARGET:-} ]]; then
     rustup target list --installed | grep -qx "$TARGET" || rustup target add "$TARGET"
     # shellcheck source=scripts/packages.sh
     source scripts/packages.sh
-    need_packages "a musl build" musl-gcc:musl-tools
+    need_packages "a musl build" musl-gcc:musl-tools make:make
     out=${CARGO_TARGET_DIR:-target}/$TARGET/release
     target_args=(--target "$TARGET")
 fi

@@ -4,8 +4,9 @@
 # `file` reports "statically linked"; the binaries run on any x86_64 Linux, with or without
 # glibc.
 #
-# ring (rustls' crypto, used by cni-rs-agent) compiles some C: that needs musl-gcc, from
-# Debian's musl-tools (installed here when missing and running as root).
+# ring (rustls' crypto, used by cni-rs-agent) and jemalloc (its allocator) compile C: that
+# needs musl-gcc, from Debian's musl-tools, and make (installed here when missing and
+# running as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +16,7 @@ if ! rustup target list --installed | grep -qx "$target"; then
 fi
 # shellcheck source=scripts/packages.sh
 source scripts/packages.sh
-need_packages "the static build" musl-gcc:musl-tools
+need_packages "the static build" musl-gcc:musl-tools make:make
 
 CC_x86_64_unknown_linux_musl=musl-gcc \
     cargo build --release --workspace --bins --target "$target"

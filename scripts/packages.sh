@@ -42,18 +42,19 @@ need_demo_packages() {
 }
 
 # What the tests run: the demo's, nft, conntrack (portmap clears stale UDP flows with
-# it), and the Go reference plugins they compare with.
+# it), the Go reference plugins they compare with, and make (the agent's allocator,
+# jemalloc, is built from source).
 need_test_packages() {
     need_packages "the tests" ip:iproute2 ping:iputils-ping iptables:iptables \
         iptables-restore:iptables nft:nftables conntrack:conntrack \
-        "${CNI_RS_GO_PLUGINS:-/usr/lib/cni}/bridge:containernetworking-plugins"
+        "${CNI_RS_GO_PLUGINS:-/usr/lib/cni}/bridge:containernetworking-plugins" make:make
 }
 
-# What the cluster-install checks run: musl-gcc for the static build (ring compiles C),
-# podman + runc for the image end to end, jq, nft, ping and curl for its checks, Debian's python3 with
-# the Kubernetes models for the manifest check.
+# What the cluster-install checks run: musl-gcc and make for the static build (ring and
+# jemalloc compile C), podman + runc for the image end to end, jq, nft, ping and curl for
+# its checks, Debian's python3 with the Kubernetes models for the manifest check.
 need_install_check_packages() {
-    need_packages "the cluster install checks" musl-gcc:musl-tools podman:podman runc:runc \
+    need_packages "the cluster install checks" musl-gcc:musl-tools make:make podman:podman runc:runc \
         jq:jq nft:nftables ping:iputils-ping curl:curl ip:iproute2 \
         /usr/lib/python3/dist-packages/kubernetes:python3-kubernetes \
         /usr/lib/python3/dist-packages/yaml:python3-yaml

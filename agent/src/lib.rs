@@ -14,9 +14,11 @@
 //! - `serve`: `/readyz`, `/healthz`, `/metrics` and the metrics they show;
 //! - `control`: the modes (`--once`, the agent, `--uninstall`), the agent's loop, signals.
 
-// Unsafe code only where it is allowed by name: the signal syscalls in `control::signals`.
+// Unsafe code only where it is allowed by name: the signal syscalls in `control::signals`,
+// the allocator's options in `alloc`.
 #![deny(unsafe_code)]
 
+mod alloc;
 mod backoff;
 pub mod config;
 pub mod control;

@@ -79,7 +79,7 @@ fn installs_only_the_missing_packages_and_says_why() {
     assert_installs(
         &path,
         &out,
-        "iptables nftables conntrack containernetworking-plugins",
+        "iptables nftables conntrack containernetworking-plugins make",
         "the tests",
     );
 }
@@ -133,6 +133,7 @@ fn nothing_is_installed_when_everything_is_there() {
         "iptables-restore",
         "nft",
         "conntrack",
+        "make",
     ];
     let path = fake_path(&tools, true);
     let out = run(&path, go.path(), "need_test_packages");
