@@ -654,3 +654,65 @@ fn a_refused_fill_is_followed_by_the_whole_table() {
         "the refused fill was not followed by the whole table"
     );
 }
+
+/// The first pod list is loaded into the engine as it is read (before the other kinds are
+/// listed); a list that fails midway leaves nothing of it: a pod it had read, gone by the
+/// list that succeeds, is in no set.
+#[test]
+fn a_first_pod_list_that_fails_midway_leaves_nothing_of_it() {
+    use cni_rs_agent::kube::collection::{Namespaces, NetworkPolicies, Pods};
+    use cni_rs_agent::kube::watcher::Cache;
+    use cni_rs_agent::policy::{dumps, enforce::Enforcer, inbox::Inbox};
+    use cni_rs_agent::serve::PolicyMetrics;
+    let kernel = Arc::new(fake());
+    let inbox = Arc::new(Inbox::default());
+    let (addrs, dumper) = (kernel.clone(), kernel.clone());
+    let pk = PolicyKernel {
+        net: Box::new(kernel.clone()),
+        local_addrs: Box::new(move || addrs.local_addrs()),
+        conntrack: Arc::new(move || dumper.conntrack()),
+    };
+    let metrics = PolicyMetrics::default();
+    let dumps = dumps::start(pk.conntrack.clone(), inbox.clone()).unwrap();
+    let mut enforcer = Enforcer::new(NODE, &pk, &metrics, dumps);
+    let take = || inbox.take(std::time::Duration::ZERO);
+    let listed = |p: &Value| {
+        let p = netpol::cluster::Pod::from_object(&serde_json::from_value(p.clone()).unwrap());
+        assert!(Cache::<Pods>::listed(&*inbox, p).unwrap().is_none());
+    };
+    // a: this node's; its policy admits the pods labelled peer.
+    let a = pod("x", "a", NODE, "10.244.1.5", "a");
+    let gone = pod("x", "gone", "node-2", "10.244.2.9", "peer");
+    let b = pod("x", "b", "node-2", "10.244.2.5", "peer");
+    listed(&a);
+    listed(&gone);
+    enforcer.step(take(), false);
+    Cache::<Pods>::list_failed(&*inbox);
+    // The list again, after gone ended and b started.
+    listed(&a);
+    listed(&b);
+    Cache::<Pods>::replace(&*inbox, vec![]).unwrap();
+    let mut w = World::default();
+    w.pods.insert("x/a".into(), a);
+    w.pods.insert("x/b".into(), b);
+    w.namespaces.insert("x".into(), namespace("x"));
+    let np = policy(
+        "x",
+        "from-peers",
+        json!({ "podSelector": { "matchLabels": { "pod": "a" } },
+                "ingress": [{ "from": [{ "podSelector": { "matchLabels": { "pod": "peer" } } }] }] }),
+    );
+    w.policies.insert("x/from-peers".into(), np.clone());
+    Cache::<Namespaces>::replace(&*inbox, decode(&w.namespaces)).unwrap();
+    let np: netpol::model::NetworkPolicy = serde_json::from_value(np).unwrap();
+    let checked = netpol::validate::Policy::from_object(&np);
+    Cache::<NetworkPolicies>::replace(&*inbox, vec![checked]).unwrap();
+    enforcer.step(take(), false);
+    assert!(metrics.in_place.load(Ordering::Relaxed));
+    assert!(table_is(&kernel, &w.compiled()));
+    assert!(passes(&kernel, "10.244.2.5", "10.244.1.5", 80));
+    assert!(
+        !passes(&kernel, "10.244.2.9", "10.244.1.5", 80),
+        "the failed list's pod is a peer"
+    );
+}

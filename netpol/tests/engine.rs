@@ -40,6 +40,13 @@ fn engines(w: &World) -> Vec<Engine> {
                 nps.iter().map(Policy::from_object),
             );
             same_as_compiled(e.program(), &w.build().programs[n], "load");
+            // The agent's first pod list, added as it is read, before the rest.
+            let mut streamed = Engine::new(NODES[n], &node_ips(n));
+            let half = w.pods.len() / 2;
+            streamed.add_pods(w.pods[..half].iter().map(pod));
+            streamed.add_pods(w.pods[half..].iter().map(pod));
+            streamed.load(&nss, [], nps.iter().map(Policy::from_object));
+            same_as_compiled(streamed.program(), &w.build().programs[n], "pods first");
             e
         })
         .collect()

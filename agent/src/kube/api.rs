@@ -10,7 +10,9 @@ use ipnetwork::IpNetwork;
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, TlsProvider};
 use ureq::unversioned::transport::Connector;
 
-use crate::kube::collection::{Collection, Kept, ListPage, Nodes, WatchEvent, decode_event};
+use crate::kube::collection::{
+    Collection, Kept, ListMeta, ListPage, Nodes, WatchEvent, decode_event,
+};
 use crate::kube::nodes::{self, NodeInfo};
 use crate::kube::page;
 
@@ -151,6 +153,24 @@ impl Client {
     /// whatever the `limit`; a quorum read pages.
     pub fn list_of<C: Collection>(&self, from: &ListFrom) -> Result<Listing<C::Object>, ApiError> {
         let mut items = Vec::new();
+        let resource_version = self.list_each::<C>(from, &mut |o| {
+            items.push(o);
+            Ok(())
+        })?;
+        Ok(Listing {
+            items,
+            resource_version,
+        })
+    }
+
+    /// [`Client::list_of`], each object handed to `each` as soon as it is decoded (a large
+    /// page as it streams in); the list's resourceVersion. An error of `each` ends the
+    /// list as one that does not decode.
+    pub fn list_each<C: Collection>(
+        &self,
+        from: &ListFrom,
+        each: &mut dyn FnMut(C::Object) -> Result<(), String>,
+    ) -> Result<String, ApiError> {
         let mut token = String::new();
         loop {
             let mut url = format!("{}{}?", self.server, C::PATH);
@@ -170,23 +190,20 @@ impl Client {
                 }
             }
             let body = self.get(&url, Kind::List, C::LIST_TIMEOUT, None)?;
-            let page: ListPage<C> =
-                decode_page(body.take(C::MAX_PAGE), SLICE_PAGE).map_err(|e| ApiError::Decode {
+            let meta = decode_page::<C>(body.take(C::MAX_PAGE), SLICE_PAGE, each).map_err(|e| {
+                ApiError::Decode {
                     url: url.clone(),
                     reason: format!(
                         "the {} list does not parse (or exceeds {} bytes): {e}",
                         C::NAME,
                         C::MAX_PAGE
                     ),
-                })?;
-            items.extend(page.items.map(|k| k.0).unwrap_or_default());
-            if page.metadata.continue_token.is_empty() {
-                return Ok(Listing {
-                    items,
-                    resource_version: page.metadata.resource_version,
-                });
+                }
+            })?;
+            if meta.continue_token.is_empty() {
+                return Ok(meta.resource_version);
             }
-            token = page.metadata.continue_token;
+            token = meta.continue_token;
         }
     }
 
@@ -492,25 +509,30 @@ fn status_message(body: &[u8]) -> String {
 /// parsed from memory one by one as it streams in (`page`).
 const SLICE_PAGE: u64 = 16 << 20;
 
-fn decode_page<C: Collection>(mut body: impl Read, slice_page: u64) -> Result<ListPage<C>, String> {
+/// One list page: each item to `each` as it is decoded; the page's metadata.
+fn decode_page<C: Collection>(
+    mut body: impl Read,
+    slice_page: u64,
+    each: &mut dyn FnMut(C::Object) -> Result<(), String>,
+) -> Result<ListMeta, String> {
     let mut head = Vec::new();
     (&mut body)
         .take(slice_page)
         .read_to_end(&mut head)
         .map_err(|e| e.to_string())?;
     if (head.len() as u64) < slice_page {
-        return serde_json::from_slice(&head).map_err(|e| e.to_string());
+        let page: ListPage<C> = serde_json::from_slice(&head).map_err(|e| e.to_string())?;
+        for object in page.items.map(|k| k.0).into_iter().flatten() {
+            each(object)?;
+        }
+        return Ok(page.metadata);
     }
-    let mut items = Kept::<C>(Vec::new());
     let rest = page::split_items(std::io::Cursor::new(head).chain(body), |raw| {
-        items.take(serde_json::from_slice(raw).map_err(|e| format!("an item: {e}"))?);
-        Ok(())
+        let raw = serde_json::from_slice(raw).map_err(|e| format!("an item: {e}"))?;
+        Kept::<C>::one(raw).map_or(Ok(()), &mut *each)
     })?;
-    let mut page: ListPage<C> = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
-    if !items.0.is_empty() {
-        page.items = Some(items);
-    }
-    Ok(page)
+    let page: ListPage<C> = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
+    Ok(page.metadata)
 }
 
 #[cfg(test)]
@@ -520,11 +542,14 @@ mod tests {
     #[test]
     fn a_page_parses_the_same_from_memory_and_split_past_the_slice_limit() {
         use crate::kube::collection::Namespaces;
-        let names = |p: ListPage<Namespaces>| -> (Vec<String>, String, String) {
-            let items = p.items.map(|k| k.0).unwrap_or_default();
-            let meta = p.metadata;
-            let names = items.into_iter().map(|n| n.metadata.name).collect();
-            (names, meta.resource_version, meta.continue_token)
+        // The names handed to `each`, in order, and the page's metadata.
+        let decode = |body: &[u8], limit| -> Result<(Vec<String>, String, String), String> {
+            let mut names = Vec::new();
+            let meta = decode_page::<Namespaces>(body, limit, &mut |n| {
+                names.push(n.metadata.name);
+                Ok(())
+            })?;
+            Ok((names, meta.resource_version, meta.continue_token))
         };
         let list = r#"{"kind":"NamespaceList","metadata":{"resourceVersion":"9","continue":"c"},
             "items":[{"metadata":{"name":"a"}},{"metadata":{}},{"metadata":{"name":"b\"]"}}]}"#;
@@ -535,19 +560,29 @@ mod tests {
         );
         // Read whole, or split (a limit below its size), alike; a nameless item skipped.
         for limit in [SLICE_PAGE, 16] {
-            let page = decode_page::<Namespaces>(list.as_bytes(), limit).unwrap();
-            assert_eq!(names(page), want, "limit {limit}");
-            let empty = decode_page::<Namespaces>(&br#"{"items":null,"metadata":{}}"#[..], limit);
-            assert_eq!(names(empty.unwrap()).0, Vec::<String>::new());
+            assert_eq!(
+                decode(list.as_bytes(), limit).unwrap(),
+                want,
+                "limit {limit}"
+            );
+            let empty = decode(br#"{"items":null,"metadata":{}}"#, limit);
+            assert_eq!(empty.unwrap().0, Vec::<String>::new());
             for cut in [&list[..list.len() - 2], &list[..5]] {
-                let e = decode_page::<Namespaces>(cut.as_bytes(), limit).err();
+                let e = decode(cut.as_bytes(), limit).err();
                 assert!(
                     e.as_ref().is_some_and(|e| e.contains("EOF")),
                     "limit {limit}: {e:?}"
                 );
             }
             let bad = list.replace(r#""name":"a""#, r#""name":1"#);
-            assert!(decode_page::<Namespaces>(bad.as_bytes(), limit).is_err());
+            assert!(decode(bad.as_bytes(), limit).is_err());
+            // A refusal of `each` ends the page there.
+            let mut seen = 0;
+            let refused = decode_page::<Namespaces>(list.as_bytes(), limit, &mut |_| {
+                seen += 1;
+                Err("no more".into())
+            });
+            assert_eq!((refused.err().as_deref(), seen), (Some("no more"), 1));
         }
     }
 

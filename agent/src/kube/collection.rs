@@ -141,9 +141,12 @@ pub(crate) struct Kept<C: Collection>(pub Vec<C::Object>);
 
 impl<C: Collection> Kept<C> {
     pub fn take(&mut self, raw: C::Raw) {
-        if !C::name(&raw).is_empty() {
-            self.0.push(C::keep(raw));
-        }
+        self.0.extend(Kept::<C>::one(raw));
+    }
+
+    /// What is kept of one item; None: not an object.
+    pub fn one(raw: C::Raw) -> Option<C::Object> {
+        (!C::name(&raw).is_empty()).then(|| C::keep(raw))
     }
 }
 

@@ -191,10 +191,18 @@ impl Shared {
 
 /// Where a list + watch loop of `C` puts what it reads.
 pub trait Cache<C: Collection> {
-    /// A full list: the collection as it now is. Err: refused (a re-list after a backoff).
+    /// A full list: the collection as it now is (without what `listed` kept). Err:
+    /// refused (a re-list after a backoff).
     fn replace(&self, items: Vec<C::Object>) -> Result<(), String>;
     /// One ADDED, MODIFIED or DELETED event. Err: the cache cannot follow (a re-list).
     fn apply(&self, event: WatchEvent<C::Object>) -> Result<(), String>;
+    /// An object of a list being read, as soon as it is decoded: the cache may keep it
+    /// (None), or hand it back for `replace` (the default). Err: refused.
+    fn listed(&self, object: C::Object) -> Result<Option<C::Object>, String> {
+        Ok(Some(object))
+    }
+    /// The list being read failed: what `listed` kept of it is void.
+    fn list_failed(&self) {}
 }
 
 impl Cache<Nodes> for Shared {
@@ -366,9 +374,21 @@ fn list<C: Collection>(
     cache: &dyn Cache<C>,
     from: &ListFrom,
 ) -> Result<String, ListError> {
-    let listing = client.list_of::<C>(from).map_err(ListError::Api)?;
-    cache.replace(listing.items).map_err(ListError::Refused)?;
-    Ok(listing.resource_version)
+    let mut items = Vec::new();
+    let listed = client
+        .list_each::<C>(from, &mut |o| {
+            items.extend(cache.listed(o)?);
+            Ok(())
+        })
+        .map_err(ListError::Api)
+        .and_then(|rv| {
+            cache.replace(items).map_err(ListError::Refused)?;
+            Ok(rv)
+        });
+    if listed.is_err() {
+        cache.list_failed();
+    }
+    listed
 }
 
 enum WatchEnd {

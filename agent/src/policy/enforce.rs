@@ -37,6 +37,9 @@ pub struct Enforcer<'a> {
     kernel: &'a PolicyKernel,
     metrics: &'a PolicyMetrics,
     engine: Option<Engine>,
+    /// Before the first programming: the first pod list's pods as they are read, indexed
+    /// while the rest is parsed, and the list's epoch (`Batch::stream_epoch`).
+    preload: Option<(u64, Engine)>,
     /// The kernel holds the engine's program (as far as the agent knows).
     in_place: bool,
     /// Refused policies already logged (each once while it stays refused).
@@ -83,6 +86,7 @@ impl<'a> Enforcer<'a> {
             kernel,
             metrics,
             engine: None,
+            preload: None,
             in_place: false,
             warned: BTreeSet::new(),
             retry: Backoff::new(MAX_RETRY),
@@ -99,6 +103,7 @@ impl<'a> Enforcer<'a> {
         let m = self.metrics;
         m.pods.store(pods as u64, Ordering::Relaxed);
         m.policies.store(policies as u64, Ordering::Relaxed);
+        self.preload(&mut batch);
         if !batch.synced {
             return;
         }
@@ -115,7 +120,10 @@ impl<'a> Enforcer<'a> {
         };
         let written = match self.engine.as_mut() {
             None => {
-                let mut engine = Engine::new(&self.node, &[]);
+                let mut engine = match self.preload.take() {
+                    Some((_, engine)) => engine,
+                    None => Engine::new(&self.node, &[]),
+                };
                 let namespaces: Vec<_> = batch.namespaces.into_values().flatten().collect();
                 // Out of the pending map first: its table and keys (~13 MB at 150,000
                 // pods) are gone before the engine grows. Sorted as the API lists them, so
@@ -194,6 +202,29 @@ impl<'a> Enforcer<'a> {
         // The counts first: whoever sees the table in place sees what it holds.
         self.count();
         m.in_place.store(self.in_place, Ordering::Release);
+    }
+
+    /// The first pod list's pods read since the last turn into the engine of the first
+    /// programming (no policies yet: only indexed), so that it does not wait for them
+    /// once every kind is listed; a failed list's pods go with their engine.
+    fn preload(&mut self, batch: &mut Batch) {
+        if self
+            .preload
+            .as_ref()
+            .is_some_and(|(epoch, _)| *epoch != batch.stream_epoch)
+        {
+            self.preload = None;
+        }
+        // Only before the first programming: the first list is the only one streamed.
+        let pods = std::mem::take(&mut batch.streamed);
+        if pods.is_empty() {
+            return;
+        }
+        let node = &self.node;
+        let (_, engine) = self
+            .preload
+            .get_or_insert_with(|| (batch.stream_epoch, Engine::new(node, &[])));
+        engine.add_pods(pods);
     }
 
     /// The batch into the engine: the kernel's changes, event by event, or (a burst) the

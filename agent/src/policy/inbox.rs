@@ -24,6 +24,8 @@ use crate::kube::watcher::Cache;
 pub const MAX_PODS: usize = 1_000_000;
 pub const MAX_NAMESPACES: usize = 100_000;
 pub const MAX_POLICIES: usize = 100_000;
+/// The first pod list's pods go to the loop in batches of this many as they are read.
+const STREAM_BATCH: usize = 4096;
 
 /// `namespace/name` (a Namespace: its name).
 pub type Key = String;
@@ -98,6 +100,13 @@ impl<T: Fingerprint> Kind<T> {
         Ok(true)
     }
 
+    /// The first list, its objects taken as they were read (`Stream`): their fingerprints.
+    fn streamed(&mut self, known: HashMap<Key, u64>) -> bool {
+        self.known = known;
+        self.listed = true;
+        true
+    }
+
     fn deleted(&mut self, key: Key) -> bool {
         if self.known.remove(&key).is_none() {
             return false;
@@ -111,6 +120,18 @@ impl<T: Fingerprint> Kind<T> {
     }
 }
 
+/// The first pod list while it is read: its pods go to the loop as they come (the engine
+/// indexes them while the rest is parsed), not into `pending` once the list is whole.
+#[derive(Default)]
+struct Stream {
+    /// Read, not taken yet.
+    pods: Vec<Pod>,
+    /// The fingerprint of every pod read so far: the list's `known` once it is whole.
+    known: HashMap<Key, u64>,
+    /// Failed lists so far: what the loop took of an earlier one is void.
+    epoch: u64,
+}
+
 /// What changed, taken at once by the loop.
 pub struct Changes {
     /// Boxed: the first list's 150,000 pending pods in a map's slots of their own size
@@ -118,6 +139,7 @@ pub struct Changes {
     pub pods: Kind<Box<Pod>>,
     pub namespaces: Kind<Namespace>,
     pub policies: Kind<Checked>,
+    stream: Stream,
     /// When the oldest change not yet taken arrived (the API-to-kernel latency's start).
     pub since: Option<Instant>,
     /// Something changed since the loop last took (a first list, even an empty one).
@@ -138,6 +160,7 @@ impl Changes {
             pods: Kind::new(MAX_PODS),
             namespaces: Kind::new(MAX_NAMESPACES),
             policies: Kind::new(MAX_POLICIES),
+            stream: Stream::default(),
             since: None,
             dirty: false,
             recheck: false,
@@ -175,6 +198,10 @@ pub struct Batch {
     pub counts: (usize, usize, usize),
     /// A conntrack dump the loop asked for (`dumps`), to be judged.
     pub conntrack: Option<Result<Vec<CtEntry>, NodeNetError>>,
+    /// Pods of the first pod list, read since the last take (before `synced` too), and the
+    /// list they belong to: a new `stream_epoch` voids the pods taken before.
+    pub streamed: Vec<Pod>,
+    pub stream_epoch: u64,
 }
 
 impl Batch {
@@ -205,6 +232,8 @@ impl Inbox {
                 .0;
         }
         s.dirty = false;
+        let streamed = std::mem::take(&mut s.stream.pods);
+        let stream_epoch = s.stream.epoch;
         if !s.synced() {
             // Kept until every kind is listed: the first programming sees them all.
             return Batch {
@@ -217,6 +246,8 @@ impl Inbox {
                 pods_updated: false,
                 counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
                 conntrack: None,
+                streamed,
+                stream_epoch,
             };
         }
         Batch {
@@ -229,6 +260,8 @@ impl Inbox {
             pods_updated: std::mem::take(&mut s.pods.updated),
             counts: (s.pods.count(), s.namespaces.count(), s.policies.count()),
             conntrack: s.conntrack.take(),
+            streamed,
+            stream_epoch,
         }
     }
 
@@ -311,7 +344,48 @@ impl Cache<Pods> for Inbox {
         let items = items
             .into_iter()
             .map(|p| (namespaced(&p.namespace, &p.name), Box::new(p)));
-        self.update(|s| s.pods.replace(items, "pod"))
+        self.update(|s| {
+            // The first list, read into the stream (nothing came back as `items`).
+            if !s.stream.known.is_empty() {
+                return Ok(s.pods.streamed(std::mem::take(&mut s.stream.known)));
+            }
+            s.pods.replace(items, "pod")
+        })
+    }
+
+    /// The first list's pods go to the loop as they are read; a re-list's come back (it is
+    /// compared with what is known once whole).
+    fn listed(&self, pod: Pod) -> Result<Option<Pod>, String> {
+        let key = namespaced(&pod.namespace, &pod.name);
+        let print = pod.fingerprint();
+        let mut s = self.lock();
+        if s.pods.listed {
+            return Ok(Some(pod));
+        }
+        let stream = &mut s.stream;
+        if !stream.known.contains_key(&key) && stream.known.len() >= MAX_PODS {
+            return Err(format!("the pod list has more than {MAX_PODS} items"));
+        }
+        stream.known.insert(key, print);
+        stream.pods.push(pod);
+        if stream.pods.len() >= STREAM_BATCH {
+            s.dirty = true;
+            self.changed.notify_all();
+        }
+        Ok(None)
+    }
+
+    fn list_failed(&self) {
+        let mut s = self.lock();
+        let stream = &mut s.stream;
+        if stream.known.is_empty() {
+            return;
+        }
+        stream.known.clear();
+        stream.pods.clear();
+        stream.epoch += 1;
+        s.dirty = true;
+        self.changed.notify_all();
     }
 
     fn apply(&self, event: WatchEvent<Pod>) -> Result<(), String> {
@@ -416,6 +490,32 @@ mod tests {
         assert_eq!(batch.pods.len(), 1);
         assert_eq!(batch.pods["x/a"].as_ref().unwrap().labels["pod"], "d");
         assert!(batch.since.is_some());
+    }
+
+    #[test]
+    fn the_first_pod_list_goes_out_as_it_is_read_and_a_failed_one_is_void() {
+        let inbox = Inbox::default();
+        let listed = |p| Cache::<Pods>::listed(&inbox, p).unwrap();
+        assert!(listed(pod("a", "a")).is_none());
+        // Not synced yet: the pods read so far go out, nothing else.
+        let batch = inbox.take(Duration::ZERO);
+        assert!(!batch.synced && batch.is_empty());
+        assert_eq!((batch.streamed.len(), batch.stream_epoch), (1, 0));
+        Cache::<Pods>::list_failed(&inbox);
+        assert!(listed(pod("b", "b")).is_none());
+        Cache::<Pods>::replace(&inbox, vec![]).unwrap();
+        Cache::<Namespaces>::replace(&inbox, vec![]).unwrap();
+        Cache::<NetworkPolicies>::replace(&inbox, vec![]).unwrap();
+        let batch = inbox.take(Duration::ZERO);
+        assert!(batch.synced && batch.pods.is_empty());
+        let names: Vec<_> = batch.streamed.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!((names, batch.stream_epoch), (vec!["b"], 1));
+        assert_eq!(batch.counts.0, 1, "a, of the failed list, is not known");
+        // A re-list comes back whole and is compared with what the stream left known.
+        assert!(listed(pod("b", "b")).is_some());
+        Cache::<Pods>::replace(&inbox, vec![pod("b", "b")]).unwrap();
+        let batch = inbox.take(Duration::ZERO);
+        assert!(batch.is_empty() && batch.streamed.is_empty());
     }
 
     #[test]

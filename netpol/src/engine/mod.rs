@@ -206,7 +206,8 @@ impl Engine {
     }
 
     /// Loads a whole cluster (the first full programming): namespaces, then pods, then
-    /// policies, so each policy's sets are built once from the indexes. No changes are
+    /// policies, so each policy's sets are built once from the indexes (pods added before
+    /// are indexed already). No changes are
     /// returned: the program goes to the kernel whole (at 150,000 pods the difference
     /// from the empty program was 220,000 elements copied once more, at the peak).
     pub fn load(
@@ -218,6 +219,16 @@ impl Engine {
         for ns in namespaces {
             self.set_namespace(ns);
         }
+        self.add_pods(pods);
+        for p in policies {
+            self.set_checked(p);
+        }
+    }
+
+    /// Pods before any policy: only indexed. `load`'s, and the agent's first pod list as
+    /// it is read, before the rest of the cluster is (then `load` adds the namespaces,
+    /// any other pods and the policies: the program is the same).
+    pub fn add_pods(&mut self, pods: impl IntoIterator<Item = Pod>) {
         let pods = pods.into_iter();
         // Exact capacity: growth by doubling would leave up to half of it unused. The
         // upper bound: the agent's pods come flattened out of Options (lower bound 0).
@@ -230,9 +241,6 @@ impl Engine {
         self.st.claims.reserve(n);
         for p in pods {
             self.set_pod(p);
-        }
-        for p in policies {
-            self.set_checked(p);
         }
     }
 
