@@ -3,7 +3,8 @@
 //! one change), unchanged objects dropped (a Pod's status heartbeat changes nothing
 //! NetworkPolicy reads), and whether each kind has been listed once. The objects
 //! themselves live in the engine, not here: the inbox keeps a key and a fingerprint per
-//! object, to tell a re-list's deletions and unchanged objects.
+//! object, to tell a re-list's deletions and unchanged objects. The first pod list goes to
+//! the loop as it is read (`Stream`): the engine indexes its pods while the rest is parsed.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
