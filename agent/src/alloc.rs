@@ -2,8 +2,8 @@
 //! build, and musl's malloc takes one lock for every thread: the watches parse the first
 //! lists (150,000 pods, 10,000 policies) on their own threads, and two threads parsing at
 //! once each took twice as long as one alone. jemalloc's thread caches and arenas do not
-//! share a lock. Measured at 150,000 pods: the first programming 4.3-5.6 -> 2.1-2.2 s, the
-//! peak RSS 130 -> 122 MiB (BENCHMARKS.md).
+//! share a lock. Measured at 150,000 pods, in interleaved runs: the first programming
+//! 3.4-5.6 -> 2.1-3.0 s, the peak RSS 130 -> 122-126 MiB (BENCHMARKS.md).
 //!
 //! Here, in the library, so that every binary of the agent (the DaemonSet's, the
 //! benchmarks running it in-process, the tests) allocates the same way.
