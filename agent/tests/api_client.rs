@@ -261,3 +261,71 @@ fn pods_namespaces_and_policies_are_listed_and_watched_like_nodes() {
     };
     assert_eq!(a.name, "a");
 }
+
+/// A list the cache refuses midway is void: the cache is told (`list_failed`), and the
+/// next list is read again from its first object.
+#[test]
+fn a_list_refused_midway_is_void_and_read_again_from_its_start() {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    use cni_rs_agent::kube::collection::{Pods, WatchEvent};
+    use cni_rs_agent::kube::watcher::Cache;
+    use netpol::cluster::Pod;
+    use support::apiserver::ObjectKind;
+
+    /// Keeps every pod as it is read; refuses the second one of the first list.
+    #[derive(Default)]
+    struct Refusing {
+        listed: Mutex<Vec<String>>,
+        failed: AtomicUsize,
+        replaced: Mutex<Vec<usize>>,
+    }
+    impl Cache<Pods> for Refusing {
+        fn replace(&self, items: Vec<Pod>) -> Result<(), String> {
+            self.replaced.lock().unwrap().push(items.len());
+            Ok(())
+        }
+        fn apply(&self, _: WatchEvent<Pod>) -> Result<(), String> {
+            Ok(())
+        }
+        fn listed(&self, pod: Pod) -> Result<Option<Pod>, String> {
+            let mut listed = self.listed.lock().unwrap();
+            listed.push(pod.name);
+            if listed.len() == 2 {
+                return Err("full".into());
+            }
+            Ok(None)
+        }
+        fn list_failed(&self) {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    let node = Node::new(&["10.244.1.0/24"]);
+    for name in ["a", "b", "c"] {
+        node.api.put_object(
+            ObjectKind::Pod,
+            serde_json::json!({ "metadata": { "name": name, "namespace": "x" } }),
+        );
+    }
+    // The watch after the second list ends at once: the loop pauses, and stops.
+    node.api.set_watch_cap(Some(Duration::from_millis(50)));
+    let (client, shared, cache) = (client(&node), Shared::default(), Refusing::default());
+    let mut pace = VirtualTime {
+        now: Instant::now(),
+        pauses: vec![],
+        limit: 2,
+        on_pause: &|_| {},
+    };
+    let errors = AtomicU64::new(0);
+    watcher::run_collection::<Pods>(&client, &shared, &cache, &errors, &mut pace);
+    assert_eq!(*cache.listed.lock().unwrap(), ["a", "b", "a", "b", "c"]);
+    assert_eq!(cache.failed.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        *cache.replaced.lock().unwrap(),
+        [0],
+        "one whole list, all kept"
+    );
+    assert!(errors.load(Ordering::Relaxed) >= 1);
+}

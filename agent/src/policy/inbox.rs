@@ -357,16 +357,17 @@ impl Cache<Pods> for Inbox {
     /// The first list's pods go to the loop as they are read; a re-list's come back (it is
     /// compared with what is known once whole).
     fn listed(&self, pod: Pod) -> Result<Option<Pod>, String> {
-        let key = namespaced(&pod.namespace, &pod.name);
-        let print = pod.fingerprint();
         let mut s = self.lock();
         if s.pods.listed {
             return Ok(Some(pod));
         }
+        let key = namespaced(&pod.namespace, &pod.name);
+        let max = s.pods.max;
         let stream = &mut s.stream;
-        if !stream.known.contains_key(&key) && stream.known.len() >= MAX_PODS {
-            return Err(format!("the pod list has more than {MAX_PODS} items"));
+        if !stream.known.contains_key(&key) && stream.known.len() >= max {
+            return Err(format!("the pod list has more than {max} items"));
         }
+        let print = pod.fingerprint();
         stream.known.insert(key, print);
         stream.pods.push(pod);
         if stream.pods.len() >= STREAM_BATCH {
