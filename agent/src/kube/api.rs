@@ -14,7 +14,7 @@ use crate::kube::collection::{
     Collection, Kept, ListMeta, ListPage, Nodes, WatchEvent, decode_event,
 };
 use crate::kube::nodes::{self, NodeInfo};
-use crate::kube::page;
+use crate::kube::parse;
 
 mod connect;
 mod requests;
@@ -529,10 +529,11 @@ fn decode_page<C: Collection>(
         }
         return Ok(page.metadata);
     }
-    let rest = page::split_items(std::io::Cursor::new(head).chain(body), |raw| {
+    let item = |raw: &[u8]| {
         let raw = serde_json::from_slice(raw).map_err(|e| format!("an item: {e}"))?;
-        Kept::<C>::one(raw).map_or(Ok(()), &mut *each)
-    })?;
+        Ok(Kept::<C>::one(raw))
+    };
+    let rest = parse::split_parse(std::io::Cursor::new(head).chain(body), item, each)?;
     let page: ListPage<C> = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
     Ok(page.metadata)
 }

@@ -15,8 +15,8 @@ use crate::kube::nodes::{NodeInfo, RawNode};
 pub trait Collection {
     /// What an item decodes to (only the fields kept).
     type Raw: DeserializeOwned;
-    /// What the agent keeps of it.
-    type Object;
+    /// What the agent keeps of it (made on the list's parser threads, `parse`).
+    type Object: Send;
     /// The collection's path ("/api/v1/nodes").
     const PATH: &'static str;
     /// Its name in messages ("node").

@@ -5,5 +5,6 @@ pub mod api;
 pub mod collection;
 pub mod nodes;
 pub(crate) mod page;
+pub(crate) mod parse;
 pub(crate) mod podcidr;
 pub mod watcher;
