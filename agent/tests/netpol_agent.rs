@@ -716,3 +716,51 @@ fn a_first_pod_list_that_fails_midway_leaves_nothing_of_it() {
         "the failed list's pod is a peer"
     );
 }
+
+#[test]
+fn a_set_that_outgrows_its_room_gets_the_whole_table_again_with_room() {
+    let node = Node::new(&["10.244.1.0/24"]);
+    let mut w = World::default();
+    w.put(&node, ObjectKind::Namespace, namespace("x"));
+    w.put(
+        &node,
+        ObjectKind::Pod,
+        pod("x", "server", NODE, "10.244.1.5", "server"),
+    );
+    let from_clients = json!({ "podSelector": { "matchLabels": { "pod": "server" } },
+        "ingress": [{ "from": [{ "podSelector": { "matchLabels": { "pod": "client" } } }] }] });
+    w.put(
+        &node,
+        ObjectKind::NetworkPolicy,
+        policy("x", "in", from_clients),
+    );
+    let client = |i: usize| {
+        let ip = format!("10.245.{}.{}", i / 200, 1 + i % 200);
+        pod("x", &format!("c{i}"), "other", &ip, "client")
+    };
+    w.put(&node, ObjectKind::Pod, client(0));
+    let (net, kernel) = (fake(), Arc::new(fake()));
+    let replaced = |kernel: &FakeNodeNet| {
+        kernel.with(|s| s.log.iter().filter(|op| *op == "replace_policy").count())
+    };
+    // The clients' set, made with the whole table, has room for 1 + 256.
+    let most_room = |kernel: &FakeNodeNet| kernel.with(|s| s.netpol_room.values().max().copied());
+    with_agent(&node, &net, &kernel, |metrics| {
+        eventually("ready", || metrics.ready());
+        assert!(table_is(&kernel, &w.compiled()));
+        assert_eq!((replaced(&kernel), most_room(&kernel)), (1, Some(257)));
+        for i in 1..300 {
+            w.put(&node, ObjectKind::Pod, client(i));
+        }
+        eventually("the clients in the kernel", || {
+            table_is(&kernel, &w.compiled())
+        });
+        assert!(passes(&kernel, "10.245.1.99", "10.244.1.5", 80));
+        assert!(!passes(&kernel, "10.246.0.1", "10.244.1.5", 80));
+        // Refused when full (ENFILE), then written whole again with room for more
+        // than the 300 (half as much again as the set then held, 256 more).
+        assert_eq!(replaced(&kernel), 2);
+        assert!(most_room(&kernel).is_some_and(|room| room > 300 + 256));
+        assert!(metrics.ready());
+    });
+}

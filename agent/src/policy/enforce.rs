@@ -270,8 +270,13 @@ impl<'a> Enforcer<'a> {
         for ch in changes.iter().filter(|c| !c.is_empty()) {
             self.metrics.transactions.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = self.kernel.net.apply_policy(ch) {
+                // A full set (`ENFILE`) is no fault: the table grows by being made anew.
+                let level = match e.errno() {
+                    Some(libc::ENFILE) => "",
+                    _ => "warning: ",
+                };
                 log(&format!(
-                    "warning: NetworkPolicy: {e}: replacing the whole table"
+                    "{level}NetworkPolicy: {e}: replacing the whole table"
                 ));
                 return self.program_afresh(false);
             }

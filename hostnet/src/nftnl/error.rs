@@ -36,6 +36,9 @@ fn missing_nfnetlink(e: &io::Error) -> &'static str {
 }
 
 fn needs_hint(e: &io::Error, needs: &str) -> String {
+    if e.raw_os_error() == Some(nix::libc::ENFILE) {
+        return " (a set made with room for fewer elements is full)".into();
+    }
     let missing = matches!(
         e.raw_os_error(),
         Some(nix::libc::ENOENT | nix::libc::EOPNOTSUPP | nix::libc::EAFNOSUPPORT)

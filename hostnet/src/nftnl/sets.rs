@@ -62,23 +62,33 @@ fn msg(kind: u16, family: Family, flags: u16, attrs: Attrs, what: String) -> Msg
     }
 }
 
-/// `add set` / `add map` (no error when it exists with this definition).
-pub fn add_set(family: Family, table: &str, set: &SetSpec, id: u32) -> Msg {
+/// `add set` / `add map` (no error when it exists with this definition). `room`, when
+/// not 0, is `NFTA_SET_DESC_SIZE`: the kernel then makes a hash set a fixed-size table
+/// for that many elements (an unsized one starts with a few buckets and is rehashed,
+/// in a worker, each time it doubles: at 220,000 elements in one transaction most of
+/// the kernel's time went to inserting into tables waiting for their rehash), and
+/// refuses more (`ENFILE`). Not read back: a program does not say it.
+pub fn add_set(family: Family, table: &str, set: &SetSpec, id: u32, room: u32) -> Msg {
     let mut a = Attrs::new();
     a.str(1, table).str(2, &set.name).u32(3, set.flags);
     a.u32(4, set.key_type).u32(5, set.key_len);
     if set.verdicts {
         a.u32(6, DATA_VERDICT).u32(7, 0);
     }
-    if !set.fields.is_empty() {
+    if room != 0 || !set.fields.is_empty() {
         a.nested(9, |desc| {
-            desc.nested(2, |concat| {
-                for len in &set.fields {
-                    concat.nested(1, |f| {
-                        f.u32(1, *len);
-                    });
-                }
-            });
+            if room != 0 {
+                desc.u32(1, room);
+            }
+            if !set.fields.is_empty() {
+                desc.nested(2, |concat| {
+                    for len in &set.fields {
+                        concat.nested(1, |f| {
+                            f.u32(1, *len);
+                        });
+                    }
+                });
+            }
         });
     }
     a.u32(10, id);
@@ -235,7 +245,7 @@ mod tests {
             fields: vec![1, 2],
             verdicts: false,
         };
-        let m = add_set(Family::Inet, "t", &spec, 2);
+        let m = add_set(Family::Inet, "t", &spec, 2, 0);
         // What nft -f sends for `type inet_proto . inet_service; flags interval`
         // (`nft --debug=mnl`): flags 0x84, key type 0x30d, desc { concat { 1, 2 } }.
         let a = attr::parse(&m.attrs.0);

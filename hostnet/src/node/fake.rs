@@ -37,6 +37,8 @@ pub struct FakeState {
     pub overlay: BTreeMap<IpAddr, OverlayPeer>,
     /// Our NetworkPolicy table's sets and chains, when there is one (`fake_policy.rs`).
     pub netpol: Option<netpol::program::Program>,
+    /// The room its sets were made with, where bounded (`policy::room`).
+    pub netpol_room: BTreeMap<String, u32>,
     /// The node's conntrack entries, as a test seeds them (`fake_policy.rs`).
     pub conntrack: Vec<netpol::conntrack::CtEntry>,
     /// br_netfilter and its sysctls (`new`: loaded, both off; `default`: not loaded).

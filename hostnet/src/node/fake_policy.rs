@@ -147,6 +147,12 @@ impl PolicyNet for FakeNodeNet {
         self.policy_op("replace_policy", Op::ReplacePolicy, |s| {
             check(&Op::ReplacePolicy, program)?;
             s.netpol = Some(held(program));
+            s.netpol_room = program
+                .sets
+                .iter()
+                .map(|(name, set)| (name.clone(), policy::room(set)))
+                .filter(|(_, room)| *room != 0)
+                .collect();
             Ok(())
         })
     }
@@ -161,7 +167,21 @@ impl PolicyNet for FakeNodeNet {
             fits(&op, &p, changes)?;
             diff::apply(&mut p, changes);
             check(&op, &p)?;
+            // A set that goes takes its room along (one made by a difference is
+            // unbounded); a full one refuses more.
+            let mut room = s.netpol_room.clone();
+            room.retain(|name, _| p.sets.contains_key(name));
+            for (name, room) in &room {
+                if p.sets
+                    .get(name)
+                    .is_some_and(|set| set.elems.len() > *room as usize)
+                {
+                    let refused = Refusal::Errno(nix::libc::ENFILE);
+                    return Err(NodeNetError::new(op, refused));
+                }
+            }
             s.netpol = Some(p);
+            s.netpol_room = room;
             Ok(())
         })
     }
@@ -169,6 +189,7 @@ impl PolicyNet for FakeNodeNet {
     fn remove_policy(&self) -> Result<(), NodeNetError> {
         self.policy_op("remove_policy", Op::RemovePolicy, |s| {
             s.netpol = None;
+            s.netpol_room.clear();
             Ok(())
         })
     }

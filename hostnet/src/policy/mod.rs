@@ -15,7 +15,7 @@ mod read;
 mod rules;
 
 use netpol::diff::{Changes, diff};
-use netpol::program::{self, Hook, Program};
+use netpol::program::{self, Hook, Program, SetKind};
 
 use crate::nftnl::{self, BaseChain, Family, Msg, NftError};
 
@@ -93,16 +93,23 @@ pub fn sets_referred(changes: &Changes) -> Vec<String> {
 /// The batch that makes `changes`; `held` has the kinds of the sets the kernel holds
 /// already that its rules refer to ([`sets_referred`]). The table is created if absent.
 pub fn changes_batch(changes: &Changes, held: &Kinds) -> Result<Vec<Msg>, NftError> {
-    batch_with(changes, held, |out| {
-        elem_msgs(out, &changes.del_elems, false);
-        elem_msgs(out, &changes.add_elems, true);
-    })
+    batch_with(
+        changes,
+        held,
+        |_| 0,
+        |out| {
+            elem_msgs(out, &changes.del_elems, false);
+            elem_msgs(out, &changes.add_elems, true);
+        },
+    )
 }
 
-/// [`changes_batch`] with the element messages `elems` pushes where elements go.
+/// [`changes_batch`] with the element messages `elems` pushes where elements go, and
+/// each new set made with `room` (`nftnl::add_set`).
 fn batch_with(
     changes: &Changes,
     held: &Kinds,
+    room: impl Fn(&str) -> u32,
     elems: impl FnOnce(&mut Vec<Msg>),
 ) -> Result<Vec<Msg>, NftError> {
     let mut kinds = held.clone();
@@ -110,7 +117,8 @@ fn batch_with(
     let mut out = vec![nftnl::new_table(FAMILY, TABLE)];
     for (i, (name, kind)) in changes.add_sets.iter().enumerate() {
         let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
-        out.push(nftnl::add_set(FAMILY, TABLE, &set_spec(name, *kind), id));
+        let spec = set_spec(name, *kind);
+        out.push(nftnl::add_set(FAMILY, TABLE, &spec, id, room(name)));
     }
     for (name, hook) in &changes.add_chains {
         out.push(match hook {
@@ -168,13 +176,29 @@ pub fn replace_batch(program: &Program) -> Result<Vec<Msg>, NftError> {
         ..Program::default()
     };
     let bare = diff(&Program::default(), &skeleton);
+    let room = |name: &str| program.sets.get(name).map_or(0, room);
     let mut out = remove_batch();
-    out.extend(batch_with(&bare, &Kinds::new(), |out| {
+    out.extend(batch_with(&bare, &Kinds::new(), room, |out| {
         for (name, set) in &program.sets {
             set_elem_msgs(out, name, set.elems.iter(), true);
         }
     })?);
     Ok(out)
+}
+
+/// The room (`nftnl::add_set`) a set of addresses is made with when the whole table is written: half as
+/// much again as it holds, at least 256 more. A set that outgrows it is refused
+/// (`ENFILE`) and the table written again, with room for what it then holds; a set
+/// made by a difference has no bound (it is filled after it is made).
+/// Sets of other kinds (intervals, concatenations, maps) are not hash sets: 0, unbounded.
+pub fn room(set: &program::Set) -> u32 {
+    match set.kind {
+        SetKind::Addrs(_) => {
+            let n = set.elems.len();
+            u32::try_from(n + n / 2 + 256).unwrap_or(u32::MAX)
+        }
+        _ => 0,
+    }
 }
 
 /// The batch that removes our table (also when it is absent: it is made first).
