@@ -186,11 +186,11 @@ pub fn replace_batch(program: &Program) -> Result<Vec<Msg>, NftError> {
     Ok(out)
 }
 
-/// The room (`nftnl::add_set`) a set of addresses is made with when the whole table is written: half as
-/// much again as it holds, at least 256 more. A set that outgrows it is refused
-/// (`ENFILE`) and the table written again, with room for what it then holds; a set
-/// made by a difference has no bound (it is filled after it is made).
-/// Sets of other kinds (intervals, concatenations, maps) are not hash sets: 0, unbounded.
+/// The room (`nftnl::add_set`) a set of addresses is made with when the whole table is
+/// written: half as much again as it holds, at least 256 more. A set that outgrows it is
+/// refused (`ENFILE`) and the table written again, with room for what it then holds; a
+/// set made by a difference has no bound (it is filled after it is made). Sets of other
+/// kinds (intervals, concatenations, maps) are not hash sets: 0, unbounded.
 pub fn room(set: &program::Set) -> u32 {
     match set.kind {
         SetKind::Addrs(_) => {
