@@ -1,8 +1,9 @@
 //! The items of a split list page (`page`) parsed on two threads: the reading thread
-//! hands a batch to a helper whenever the helper is free and parses the others itself;
-//! the parsed items reach `each` on the reading thread, in the list's order. At 150,000
-//! pods the parse was one core's work for ~1 s while the node's other core was half
-//! idle.
+//! hands batches to a helper while the helper's queue has room and parses a batch itself
+//! only when it is ahead; the parsed items reach `each` on the reading thread, in the
+//! list's order. At 150,000 pods the parse was one core's work for ~1 s while the node's
+//! other core was half idle (with a queue of one, the helper idled while the reader
+//! parsed: slower than one thread).
 
 use std::collections::VecDeque;
 use std::sync::mpsc;
