@@ -220,13 +220,31 @@ fn the_kernel_enforces_programs_and_their_diffs_as_the_oracle_says() {
 /// addresses are made with (a difference makes them unbounded).
 #[test]
 fn the_whole_table_batch_is_the_batch_of_the_difference_from_nothing() {
-    use crate::policy::{Kinds, changes_batch, remove_batch, replace_batch};
     let c = cluster(4, true);
-    let p = program(&c, 4);
+    let mut p = program(&c, 4);
     assert!(p.sets.values().any(|s| !s.elems.is_empty()));
+    whole_is_difference(&p);
+    // Large enough for its elements to be encoded on two threads: the same messages.
+    let mut sets = p
+        .sets
+        .values_mut()
+        .filter(|s| s.kind == SetKind::Addrs(Family::V4));
+    for (n, set) in sets.by_ref().take(3).enumerate() {
+        for i in 0..8_000u32 {
+            let a = Ipv4Addr::from(0x0a80_0000 + ((n as u32) << 16) + i);
+            set.elems.insert(Elem::Addr(IpAddr::V4(a)));
+        }
+    }
+    let elems: usize = p.sets.values().map(|s| s.elems.len()).sum();
+    assert!(elems > 16_384, "{elems} elements");
+    whole_is_difference(&p);
+}
+
+fn whole_is_difference(p: &Program) {
+    use crate::policy::{Kinds, changes_batch, remove_batch, replace_batch};
     let mut want = remove_batch();
-    want.extend(changes_batch(&diff(&Program::default(), &p), &Kinds::new()).unwrap());
-    let got = replace_batch(&p).unwrap();
+    want.extend(changes_batch(&diff(&Program::default(), p), &Kinds::new()).unwrap());
+    let got = replace_batch(p).unwrap();
     assert_eq!(got.len(), want.len());
     let mut sized = 0;
     for (g, w) in got.iter().zip(&want) {
